@@ -1,0 +1,94 @@
+//! Multi-head self-attention with grouped-query key/value heads, rotate-half RoPE and an
+//! optional KV cache. Numerics as transformers' eager path: scores scaled by `head_dim^-0.5`,
+//! masked, softmax in f32, cast back.
+
+use burn::module::Module;
+use burn::tensor::activation::softmax;
+use burn::tensor::{Bool, DType, Tensor};
+
+use crate::kv_cache::LayerCache;
+use crate::linear::Linear;
+use crate::rope::apply_rotary;
+
+/// Llama self-attention.
+#[derive(Module, Debug)]
+pub struct Attention {
+    /// `q_proj`.
+    pub q_proj: Linear,
+    /// `k_proj`.
+    pub k_proj: Linear,
+    /// `v_proj`.
+    pub v_proj: Linear,
+    /// `o_proj`.
+    pub o_proj: Linear,
+    /// Query heads.
+    pub n_heads: usize,
+    /// Key/value heads.
+    pub n_kv_heads: usize,
+    /// Per-head width.
+    pub head_dim: usize,
+}
+
+/// Repeats each key/value head `groups` times: `[b, kv, s, d]` -> `[b, kv * groups, s, d]`.
+pub fn repeat_kv(x: Tensor<4>, groups: usize) -> Tensor<4> {
+    if groups == 1 {
+        return x;
+    }
+    let [b, kv, s, d] = x.dims();
+    x.unsqueeze_dim::<5>(2)
+        .expand([b, kv, groups, s, d])
+        .reshape([b, kv * groups, s, d])
+}
+
+impl Attention {
+    /// `x: [batch, seq, hidden]`; `cos`/`sin: [batch, 1, seq, head_dim]`; `mask: [batch, 1, seq,
+    /// keys]` (true = masked). With a cache, the new keys/values are appended and attention runs
+    /// over everything cached.
+    pub fn forward(
+        &self,
+        x: Tensor<3>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+        mask: Option<&Tensor<4, Bool>>,
+        cache: Option<&mut LayerCache>,
+    ) -> Tensor<3> {
+        let [b, t, _] = x.dims();
+        let (h, kv, d) = (self.n_heads, self.n_kv_heads, self.head_dim);
+        let q = self
+            .q_proj
+            .forward(x.clone())
+            .reshape([b, t, h, d])
+            .swap_dims(1, 2);
+        let k = self
+            .k_proj
+            .forward(x.clone())
+            .reshape([b, t, kv, d])
+            .swap_dims(1, 2);
+        let v = self
+            .v_proj
+            .forward(x)
+            .reshape([b, t, kv, d])
+            .swap_dims(1, 2);
+        let q = apply_rotary(q, cos, sin);
+        let k = apply_rotary(k, cos, sin);
+        let (k, v) = match cache {
+            Some(c) => c.append(k, v),
+            None => (k, v),
+        };
+        let k = repeat_kv(k, h / kv);
+        let v = repeat_kv(v, h / kv);
+        let dtype = q.dtype();
+        let scale = (d as f64).powf(-0.5);
+        let scores = q
+            .matmul(k.swap_dims(2, 3))
+            .mul_scalar(scale)
+            .cast(DType::F32);
+        let scores = match mask {
+            Some(m) => scores.mask_fill(m.clone(), f32::MIN),
+            None => scores,
+        };
+        let probs = softmax(scores, 3).cast(dtype);
+        let out = probs.matmul(v).swap_dims(1, 2).reshape([b, t, h * d]);
+        self.o_proj.forward(out)
+    }
+}

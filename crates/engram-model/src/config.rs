@@ -1,0 +1,365 @@
+//! The model configuration, read from an HF `config.json` in either spelling of rope settings
+//! (`rope_theta` + `rope_scaling`, or transformers 5's `rope_parameters`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{ModelError, Result};
+
+/// Rotary-embedding frequency scaling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rope_type", rename_all = "lowercase")]
+pub enum RopeScaling {
+    /// Plain RoPE (`rope_type: "default"`, or no scaling).
+    Default,
+    /// Position interpolation: every frequency divided by `factor`.
+    Linear {
+        /// Divisor.
+        factor: f64,
+    },
+    /// Llama 3.1's scaling (`rope_type: "llama3"`).
+    Llama3 {
+        /// Divisor for low frequencies.
+        factor: f64,
+        /// Wavelength bound (as context / factor) above which frequencies are divided.
+        low_freq_factor: f64,
+        /// Wavelength bound below which frequencies are kept.
+        high_freq_factor: f64,
+        /// The pre-training context length.
+        original_max_position_embeddings: f64,
+    },
+}
+
+/// A Llama-family decoder's hyper-parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlamaConfig {
+    /// Vocabulary size (rows of the embedding).
+    pub vocab_size: usize,
+    /// Model width.
+    pub hidden_size: usize,
+    /// MLP width.
+    pub intermediate_size: usize,
+    /// Number of decoder blocks.
+    pub num_hidden_layers: usize,
+    /// Query heads.
+    pub num_attention_heads: usize,
+    /// Key/value heads (grouped-query attention when fewer than query heads).
+    pub num_key_value_heads: usize,
+    /// Per-head width.
+    pub head_dim: usize,
+    /// Context window.
+    pub max_position_embeddings: usize,
+    /// RMSNorm epsilon.
+    pub rms_norm_eps: f64,
+    /// RoPE base.
+    pub rope_theta: f64,
+    /// RoPE scaling.
+    pub rope_scaling: RopeScaling,
+    /// Per-frequency divisors from llama.cpp's `rope_freqs.weight` (GGUF only), applied on top.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_freq_factors: Option<Vec<f32>>,
+    /// Whether `lm_head` shares the embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// Bias on q/k/v/o projections.
+    pub attention_bias: bool,
+    /// Bias on the MLP projections.
+    pub mlp_bias: bool,
+    /// BOS id, when the config names one.
+    pub bos_token_id: Option<u32>,
+    /// EOS id(s) named by the config.
+    pub eos_token_ids: Vec<u32>,
+    /// Pad id, when named.
+    pub pad_token_id: Option<u32>,
+}
+
+struct Reader<'a> {
+    v: &'a Value,
+    origin: &'a str,
+}
+
+impl Reader<'_> {
+    fn err(&self, key: &str, problem: impl Into<String>) -> ModelError {
+        ModelError::BadConfig {
+            origin: self.origin.to_string(),
+            key: key.to_string(),
+            problem: problem.into(),
+        }
+    }
+
+    fn usize(&self, key: &str) -> Result<usize> {
+        match self.v.get(key) {
+            None | Some(Value::Null) => Err(self.err(key, "is missing")),
+            Some(x) => x
+                .as_u64()
+                .filter(|&n| n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| self.err(key, format!("is {x}, expected a positive integer"))),
+        }
+    }
+
+    fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
+        match self.v.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => self.usize(key).map(Some),
+        }
+    }
+
+    fn f64_in(&self, v: &Value, key: &str) -> Result<Option<f64>> {
+        match v.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(x) => x
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| self.err(key, format!("is {x}, expected a number"))),
+        }
+    }
+
+    fn bool(&self, key: &str, default: bool) -> Result<bool> {
+        match self.v.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(x) => x
+                .as_bool()
+                .ok_or_else(|| self.err(key, format!("is {x}, expected true or false"))),
+        }
+    }
+
+    fn ids(&self, key: &str) -> Result<Vec<u32>> {
+        match self.v.get(key) {
+            None | Some(Value::Null) => Ok(vec![]),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .map(|x| vec![x as u32])
+                .ok_or_else(|| self.err(key, "is not a token id")),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|x| {
+                    x.as_u64()
+                        .map(|x| x as u32)
+                        .ok_or_else(|| self.err(key, "holds a non-id"))
+                })
+                .collect(),
+            Some(x) => Err(self.err(key, format!("is {x}, expected an id or a list of ids"))),
+        }
+    }
+}
+
+impl LlamaConfig {
+    /// Parses an HF `config.json` value. `origin` names the file in errors.
+    pub fn from_hf_json(v: &Value, origin: &str) -> Result<Self> {
+        let r = Reader { v, origin };
+        let arch = v
+            .get("architectures")
+            .and_then(|a| a.as_array())
+            .and_then(|a| a.first())
+            .and_then(|a| a.as_str());
+        let model_type = v.get("model_type").and_then(|m| m.as_str());
+        let is_llama =
+            arch == Some("LlamaForCausalLM") || (arch.is_none() && model_type == Some("llama"));
+        if !is_llama {
+            return Err(ModelError::UnknownArchitecture {
+                origin: origin.to_string(),
+                architecture: arch.or(model_type).unwrap_or("(none given)").to_string(),
+            });
+        }
+        let hidden_size = r.usize("hidden_size")?;
+        let heads = r.usize("num_attention_heads")?;
+        let kv_heads = r.opt_usize("num_key_value_heads")?.unwrap_or(heads);
+        if heads % kv_heads != 0 {
+            return Err(r.err(
+                "num_key_value_heads",
+                format!("is {kv_heads}, which does not divide num_attention_heads = {heads}"),
+            ));
+        }
+        let head_dim = match r.opt_usize("head_dim")? {
+            Some(d) => d,
+            None => {
+                if hidden_size % heads != 0 {
+                    return Err(r.err(
+                        "num_attention_heads",
+                        format!("is {heads}, which does not divide hidden_size = {hidden_size}"),
+                    ));
+                }
+                hidden_size / heads
+            }
+        };
+        if head_dim % 2 != 0 {
+            return Err(r.err(
+                "head_dim",
+                format!("is {head_dim}; rotary embeddings need it even"),
+            ));
+        }
+        // Rope settings: transformers 5 nests everything in `rope_parameters`; older configs have
+        // top-level `rope_theta` and an optional `rope_scaling` dict.
+        let params = v
+            .get("rope_parameters")
+            .filter(|p| p.is_object())
+            .or_else(|| v.get("rope_scaling").filter(|p| p.is_object()));
+        let rope_theta = params
+            .map(|p| r.f64_in(p, "rope_theta"))
+            .transpose()?
+            .flatten()
+            .or(r.f64_in(v, "rope_theta")?)
+            .unwrap_or(10_000.0);
+        let rope_scaling = match params {
+            None => RopeScaling::Default,
+            Some(p) => {
+                let ty = p
+                    .get("rope_type")
+                    .or_else(|| p.get("type"))
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("default");
+                let need = |key: &str| -> Result<f64> {
+                    r.f64_in(p, key)?
+                        .ok_or_else(|| r.err(&format!("rope_scaling.{key}"), "is missing"))
+                };
+                match ty {
+                    "default" => RopeScaling::Default,
+                    "linear" => RopeScaling::Linear {
+                        factor: need("factor")?,
+                    },
+                    "llama3" => RopeScaling::Llama3 {
+                        factor: need("factor")?,
+                        low_freq_factor: need("low_freq_factor")?,
+                        high_freq_factor: need("high_freq_factor")?,
+                        original_max_position_embeddings: need("original_max_position_embeddings")?,
+                    },
+                    other => {
+                        return Err(r.err(
+                            "rope_scaling.rope_type",
+                            format!("is `{other}`; supported: default, linear, llama3"),
+                        ));
+                    }
+                }
+            }
+        };
+        let act = v
+            .get("hidden_act")
+            .and_then(|a| a.as_str())
+            .unwrap_or("silu");
+        if act != "silu" {
+            return Err(r.err("hidden_act", format!("is `{act}`; Llama uses silu")));
+        }
+        Ok(Self {
+            vocab_size: r.usize("vocab_size")?,
+            hidden_size,
+            intermediate_size: r.usize("intermediate_size")?,
+            num_hidden_layers: r.usize("num_hidden_layers")?,
+            num_attention_heads: heads,
+            num_key_value_heads: kv_heads,
+            head_dim,
+            max_position_embeddings: r.opt_usize("max_position_embeddings")?.unwrap_or(2048),
+            rms_norm_eps: r.f64_in(v, "rms_norm_eps")?.unwrap_or(1e-6),
+            rope_theta,
+            rope_scaling,
+            rope_freq_factors: None,
+            tie_word_embeddings: r.bool("tie_word_embeddings", false)?,
+            attention_bias: r.bool("attention_bias", false)?,
+            mlp_bias: r.bool("mlp_bias", false)?,
+            bos_token_id: r.ids("bos_token_id")?.first().copied(),
+            eos_token_ids: r.ids("eos_token_id")?,
+            pad_token_id: r.ids("pad_token_id")?.first().copied(),
+        })
+    }
+
+    /// Query heads per key/value head.
+    pub fn gqa_groups(&self) -> usize {
+        self.num_attention_heads / self.num_key_value_heads
+    }
+
+    /// Total parameter count implied by the config.
+    pub fn num_parameters(&self) -> usize {
+        let (h, i, v) = (self.hidden_size, self.intermediate_size, self.vocab_size);
+        let q = self.num_attention_heads * self.head_dim;
+        let kv = self.num_key_value_heads * self.head_dim;
+        let attn = h * q + 2 * h * kv + q * h;
+        let attn_bias = if self.attention_bias {
+            q + 2 * kv + h
+        } else {
+            0
+        };
+        let mlp = 3 * h * i + if self.mlp_bias { 2 * i + h } else { 0 };
+        let per_layer = attn + attn_bias + mlp + 2 * h;
+        let head = if self.tie_word_embeddings { 0 } else { v * h };
+        v * h + self.num_hidden_layers * per_layer + h + head
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn base() -> Value {
+        json!({"architectures": ["LlamaForCausalLM"], "vocab_size": 100, "hidden_size": 64,
+               "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+               "num_key_value_heads": 2})
+    }
+
+    #[test]
+    fn both_rope_spellings_agree() {
+        let mut old = base();
+        old["rope_theta"] = json!(500000.0);
+        old["rope_scaling"] = json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
+        let mut new = base();
+        new["rope_parameters"] = json!({"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
+        let a = LlamaConfig::from_hf_json(&old, "old").unwrap();
+        let b = LlamaConfig::from_hf_json(&new, "new").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.rope_theta, 500000.0);
+        assert!(matches!(a.rope_scaling, RopeScaling::Llama3 { factor, .. } if factor == 8.0));
+        assert_eq!(a.head_dim, 16);
+        assert_eq!(a.gqa_groups(), 2);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let mut c = base();
+        c["architectures"] = json!(["GPT2LMHeadModel"]);
+        let e = LlamaConfig::from_hf_json(&c, "x/config.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("GPT2LMHeadModel") && e.contains("x/config.json"),
+            "{e}"
+        );
+        let mut c = base();
+        c.as_object_mut().unwrap().remove("hidden_size");
+        let e = LlamaConfig::from_hf_json(&c, "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`hidden_size` is missing"), "{e}");
+        let mut c = base();
+        c["num_key_value_heads"] = json!(3);
+        let e = LlamaConfig::from_hf_json(&c, "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("num_key_value_heads"), "{e}");
+        let mut c = base();
+        c["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
+        let e = LlamaConfig::from_hf_json(&c, "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("yarn"), "{e}");
+    }
+
+    #[test]
+    fn real_llama_31_config_parses() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/models/llama-3.1-8b-instruct-tokenizer/config.json"
+        );
+        let Ok(text) = std::fs::read_to_string(path) else {
+            panic!("{path} missing: the shared model files are needed for this test");
+        };
+        let c = LlamaConfig::from_hf_json(&serde_json::from_str(&text).unwrap(), path).unwrap();
+        assert_eq!(c.num_hidden_layers, 32);
+        assert_eq!(c.num_key_value_heads, 8);
+        assert_eq!(c.eos_token_ids, vec![128001, 128008, 128009]);
+        assert_eq!(c.num_parameters(), 8_030_261_248);
+        assert!(
+            matches!(c.rope_scaling, RopeScaling::Llama3 { original_max_position_embeddings, .. } if original_max_position_embeddings == 8192.0)
+        );
+    }
+}

@@ -1,0 +1,57 @@
+//! Errors of model building, loading and generation.
+
+use engram_checkpoint::CheckpointError;
+
+/// What went wrong while building or running a model. Messages name the file, tensor or key.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// Reading the checkpoint failed.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// The config names an architecture engram does not implement.
+    #[error(
+        "{origin}: unsupported architecture `{architecture}` (engram runs LlamaForCausalLM / model_type \"llama\")"
+    )]
+    UnknownArchitecture {
+        /// The config file.
+        origin: String,
+        /// What it names.
+        architecture: String,
+    },
+    /// A config key is missing, mistyped or out of range.
+    #[error("{origin}: config key `{key}` {problem}")]
+    BadConfig {
+        /// The config file.
+        origin: String,
+        /// The key.
+        key: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A tensor has a shape other than the config implies.
+    #[error("{origin}: tensor {name} has shape {found:?}, expected {expected:?} from the config")]
+    WrongShape {
+        /// The checkpoint.
+        origin: String,
+        /// The tensor.
+        name: String,
+        /// Shape in the file.
+        found: Vec<usize>,
+        /// Shape the config implies.
+        expected: Vec<usize>,
+    },
+    /// A backend name that is not compiled in or does not exist.
+    #[error("unknown backend `{name}`: {hint}")]
+    UnknownBackend {
+        /// What was asked for.
+        name: String,
+        /// What is available.
+        hint: String,
+    },
+    /// A bad argument to generation (empty prompt, a prompt longer than the context...).
+    #[error("{0}")]
+    Generation(String),
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;

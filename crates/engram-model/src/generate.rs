@@ -1,0 +1,150 @@
+//! Batched generation with a KV cache: prompts are left-padded to one length, prefilled together,
+//! then decoded token by token until every row has produced a stop id or the budget is spent.
+
+use std::time::Instant;
+
+use burn::tensor::{DType, Tensor};
+
+use crate::error::{ModelError, Result};
+use crate::llama::Llama;
+use crate::sampling::{Sampler, Sampling};
+
+/// Settings of one generation call.
+#[derive(Debug, Clone)]
+pub struct GenerationConfig {
+    /// Most new tokens per row.
+    pub max_new_tokens: usize,
+    /// Greedy or sampled.
+    pub sampling: Sampling,
+    /// Ids that end a row (not included in the output).
+    pub stop_ids: Vec<u32>,
+}
+
+impl Default for GenerationConfig {
+    fn default() -> Self {
+        Self {
+            max_new_tokens: 128,
+            sampling: Sampling::Greedy,
+            stop_ids: Vec::new(),
+        }
+    }
+}
+
+/// The result of [`generate`], with timings for benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct Generation {
+    /// New tokens of each row, the stop id excluded.
+    pub tokens: Vec<Vec<u32>>,
+    /// Whether each row ended on a stop id (else it ran out of budget or context).
+    pub stopped: Vec<bool>,
+    /// Prompt tokens prefilled (padding excluded).
+    pub prefill_tokens: usize,
+    /// Seconds spent in prefill (including the first token choice).
+    pub prefill_secs: f64,
+    /// Tokens produced after the first, over all rows, while decoding.
+    pub decode_tokens: usize,
+    /// Seconds spent decoding after prefill.
+    pub decode_secs: f64,
+}
+
+/// Greedy argmax per row on the device; only `batch` ids come back to the host.
+fn argmax_rows(logits: Tensor<2>) -> Vec<u32> {
+    let data = logits.cast(DType::F32).argmax(1).into_data();
+    data.try_into_vec_as::<i64>()
+        .expect("argmax returns ints")
+        .into_iter()
+        .map(|x| x as u32)
+        .collect()
+}
+
+fn host_rows(logits: Tensor<2>) -> Vec<Vec<f32>> {
+    let [b, v] = logits.dims();
+    let flat: Vec<f32> = logits
+        .cast(DType::F32)
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .expect("float logits");
+    (0..b).map(|i| flat[i * v..(i + 1) * v].to_vec()).collect()
+}
+
+/// Generates continuations of `prompts` (token ids, no padding) in one batch.
+pub fn generate(model: &Llama, prompts: &[Vec<u32>], cfg: &GenerationConfig) -> Result<Generation> {
+    if prompts.is_empty() {
+        return Ok(Generation::default());
+    }
+    if let Some(i) = prompts.iter().position(Vec::is_empty) {
+        return Err(ModelError::Generation(format!("prompt #{i} is empty")));
+    }
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let window = model.config.max_position_embeddings;
+    if longest > window {
+        return Err(ModelError::Generation(format!(
+            "a prompt has {longest} tokens, more than the model's context window of {window}"
+        )));
+    }
+    let budget = cfg.max_new_tokens.min(window - longest);
+    let pad_id = cfg.stop_ids.first().copied().unwrap_or(0);
+    let pads: Vec<usize> = prompts.iter().map(|p| longest - p.len()).collect();
+    let rows: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| {
+            let mut r = vec![pad_id; longest - p.len()];
+            r.extend_from_slice(p);
+            r
+        })
+        .collect();
+    let mut sampler = Sampler::new(cfg.sampling.clone());
+    let b = prompts.len();
+    let mut out = Generation {
+        tokens: vec![Vec::new(); b],
+        stopped: vec![false; b],
+        prefill_tokens: prompts.iter().map(Vec::len).sum(),
+        ..Default::default()
+    };
+    if budget == 0 {
+        return Ok(out);
+    }
+    let mut cache = model.new_cache(pads);
+    let t0 = Instant::now();
+    let mut hidden = model.step(&rows, &mut cache);
+    let mut t_decode = None;
+    for step in 0..budget {
+        let logits = model.logits(hidden.unsqueeze_dim(1)).squeeze_dim::<2>(1);
+        let next: Vec<u32> = if sampler.is_greedy() {
+            argmax_rows(logits)
+        } else {
+            host_rows(logits)
+                .iter()
+                .map(|r| sampler.pick(r) as u32)
+                .collect()
+        };
+        if step == 0 {
+            out.prefill_secs = t0.elapsed().as_secs_f64();
+            t_decode = Some(Instant::now());
+        }
+        for (i, &tok) in next.iter().enumerate() {
+            if out.stopped[i] || out.tokens[i].len() > step {
+                continue;
+            }
+            if cfg.stop_ids.contains(&tok) {
+                out.stopped[i] = true;
+            } else {
+                out.tokens[i].push(tok);
+                if step > 0 {
+                    out.decode_tokens += 1;
+                }
+            }
+        }
+        let live = (0..b).any(|i| !out.stopped[i] && out.tokens[i].len() == step + 1);
+        if !live || step + 1 == budget {
+            break;
+        }
+        // Finished rows keep being fed (their outputs are ignored) so that the batch stays whole.
+        let feed: Vec<Vec<u32>> = next.iter().map(|&t| vec![t]).collect();
+        hidden = model.step(&feed, &mut cache);
+    }
+    if let Some(t) = t_decode {
+        out.decode_secs = t.elapsed().as_secs_f64();
+    }
+    Ok(out)
+}

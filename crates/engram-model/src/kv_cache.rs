@@ -1,0 +1,75 @@
+//! Key/value cache for incremental decoding: per layer, keys and values of every position seen
+//! so far, `[batch, kv_heads, seq, head_dim]` (before the grouped-query repeat).
+
+use burn::tensor::Tensor;
+
+/// One layer's cached keys and values.
+#[derive(Debug, Clone, Default)]
+pub struct LayerCache {
+    /// Keys, `[batch, kv_heads, len, head_dim]`.
+    pub k: Option<Tensor<4>>,
+    /// Values, same shape.
+    pub v: Option<Tensor<4>>,
+}
+
+impl LayerCache {
+    /// Appends new keys/values along the sequence and returns the full ones.
+    pub fn append(&mut self, k: Tensor<4>, v: Tensor<4>) -> (Tensor<4>, Tensor<4>) {
+        let k = match self.k.take() {
+            Some(old) => Tensor::cat(vec![old, k], 2),
+            None => k,
+        };
+        let v = match self.v.take() {
+            Some(old) => Tensor::cat(vec![old, v], 2),
+            None => v,
+        };
+        self.k = Some(k.clone());
+        self.v = Some(v.clone());
+        (k, v)
+    }
+}
+
+/// The cache of a whole model, plus the bookkeeping generation needs: how many slots each row
+/// has, and how many of the leading slots of each row are padding.
+#[derive(Debug, Clone, Default)]
+pub struct KvCache {
+    /// One entry per decoder layer.
+    pub layers: Vec<LayerCache>,
+    /// Slots filled so far (same for every row).
+    pub len: usize,
+    /// Leading padding slots of each row (left padding).
+    pub pads: Vec<usize>,
+}
+
+impl KvCache {
+    /// An empty cache for `layers` layers and rows with the given left padding.
+    pub fn new(layers: usize, pads: Vec<usize>) -> Self {
+        Self {
+            layers: vec![LayerCache::default(); layers],
+            len: 0,
+            pads,
+        }
+    }
+
+    /// Batch size.
+    pub fn batch(&self) -> usize {
+        self.pads.len()
+    }
+
+    /// Repeats a batch-1 cache `n` times along the batch (for questions sharing one prefix).
+    pub fn repeat(&self, n: usize) -> Self {
+        assert_eq!(self.batch(), 1, "only a batch-1 cache can be repeated");
+        Self {
+            layers: self
+                .layers
+                .iter()
+                .map(|l| LayerCache {
+                    k: l.k.clone().map(|t| t.repeat_dim(0, n)),
+                    v: l.v.clone().map(|t| t.repeat_dim(0, n)),
+                })
+                .collect(),
+            len: self.len,
+            pads: vec![self.pads[0]; n],
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The Llama-family causal language model (transformers' `LlamaForCausalLM`).
+
+use burn::module::{Module, Param};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+
+use crate::block::DecoderLayer;
+use crate::config::LlamaConfig;
+use crate::kv_cache::KvCache;
+use crate::linear::Linear;
+use crate::mask::attention_mask;
+use crate::norm::RmsNorm;
+use crate::rope::Rotary;
+
+/// Embeddings, decoder blocks, final norm and the language-model head.
+#[derive(Module, Debug)]
+pub struct Llama {
+    /// `model.embed_tokens.weight`, `[vocab, hidden]`.
+    pub embed_tokens: Param<Tensor<2>>,
+    /// `model.layers`.
+    pub layers: Vec<DecoderLayer>,
+    /// `model.norm`.
+    pub norm: RmsNorm,
+    /// `lm_head`; `None` when tied to the embeddings.
+    pub lm_head: Option<Linear>,
+    /// Hyper-parameters.
+    #[module(skip)]
+    pub config: LlamaConfig,
+    /// Rotary frequencies.
+    #[module(skip)]
+    pub rotary: Rotary,
+}
+
+/// Token ids of a batch as an `Int` tensor `[batch, seq]`.
+pub fn ids_tensor(rows: &[Vec<u32>], device: &Device) -> Tensor<2, Int> {
+    let b = rows.len();
+    let t = rows.first().map_or(0, Vec::len);
+    let flat: Vec<i64> = rows.iter().flatten().map(|&x| x as i64).collect();
+    Tensor::from_data(TensorData::new(flat, [b, t]), device)
+}
+
+impl Llama {
+    /// The device the weights live on.
+    pub fn device(&self) -> Device {
+        self.embed_tokens.val().device()
+    }
+
+    /// Hidden states after the final norm, `[batch, seq, hidden]`, for token ids `[batch, seq]` at
+    /// absolute `positions[b][t]`, with an optional mask (true = masked) and KV cache.
+    pub fn forward_hidden(
+        &self,
+        tokens: Tensor<2, Int>,
+        positions: &[Vec<usize>],
+        mask: Option<&Tensor<4, Bool>>,
+        mut cache: Option<&mut KvCache>,
+    ) -> Tensor<3> {
+        let device = tokens.device();
+        let mut x = burn::tensor::module::embedding(self.embed_tokens.val(), tokens);
+        let (cos, sin) = self.rotary.tables(positions, &device);
+        for (i, layer) in self.layers.iter().enumerate() {
+            let layer_cache = cache.as_deref_mut().map(|c| &mut c.layers[i]);
+            x = layer.forward(x, &cos, &sin, mask, layer_cache);
+        }
+        self.norm.forward(x)
+    }
+
+    /// Logits for hidden states `[batch, seq, hidden]` -> `[batch, seq, vocab]` (computed in the
+    /// model's dtype, as transformers does).
+    pub fn logits(&self, hidden: Tensor<3>) -> Tensor<3> {
+        match &self.lm_head {
+            Some(head) => head.forward(hidden),
+            None => {
+                let w = self.embed_tokens.val().transpose();
+                burn::tensor::module::linear(hidden, w, None)
+            }
+        }
+    }
+
+    /// Logits of every position for unpadded sequences of equal length (positions 0..T).
+    pub fn forward(&self, rows: &[Vec<u32>]) -> Tensor<3> {
+        let device = self.device();
+        let t = rows.first().map_or(0, Vec::len);
+        let positions: Vec<Vec<usize>> = rows.iter().map(|_| (0..t).collect()).collect();
+        let mask = attention_mask(&vec![0; rows.len()], 0, t, &device);
+        let hidden =
+            self.forward_hidden(ids_tensor(rows, &device), &positions, mask.as_ref(), None);
+        self.logits(hidden)
+    }
+
+    /// Runs `rows` (right-aligned: row `b` starts with `pads[b]` padding slots) through the model,
+    /// appending to `cache`, and returns the hidden state of the last slot of each row,
+    /// `[batch, hidden]`.
+    pub fn step(&self, rows: &[Vec<u32>], cache: &mut KvCache) -> Tensor<2> {
+        let device = self.device();
+        let t = rows.first().map_or(0, Vec::len);
+        let start = cache.len;
+        let positions: Vec<Vec<usize>> = cache
+            .pads
+            .iter()
+            .map(|&p| (start..start + t).map(|s| s.saturating_sub(p)).collect())
+            .collect();
+        let mask = attention_mask(&cache.pads, start, t, &device);
+        let hidden = self.forward_hidden(
+            ids_tensor(rows, &device),
+            &positions,
+            mask.as_ref(),
+            Some(cache),
+        );
+        cache.len += t;
+        let [b, _, h] = hidden.dims();
+        hidden.narrow(1, t - 1, 1).reshape([b, h])
+    }
+
+    /// A fresh cache for a batch with the given left padding.
+    pub fn new_cache(&self, pads: Vec<usize>) -> KvCache {
+        KvCache::new(self.layers.len(), pads)
+    }
+}

@@ -1,0 +1,202 @@
+//! Building a [`Llama`] from a checkpoint: every tensor is read, shape-checked against the
+//! config and moved to the device one at a time.
+
+use burn::module::Param;
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use engram_checkpoint::{Checkpoint, FloatFormat, HostTensor, TensorSource};
+
+use crate::attention::Attention;
+use crate::block::DecoderLayer;
+use crate::config::LlamaConfig;
+use crate::error::{ModelError, Result};
+use crate::linear::Linear;
+use crate::llama::Llama;
+use crate::mlp::Mlp;
+use crate::norm::RmsNorm;
+use crate::rope::Rotary;
+
+/// The float type weights are held in on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightDType {
+    /// f32 (default; exact parity with transformers' f32 path).
+    #[default]
+    F32,
+    /// bfloat16.
+    BF16,
+    /// float16.
+    F16,
+}
+
+impl WeightDType {
+    /// Burn's dtype.
+    pub fn dtype(self) -> DType {
+        match self {
+            WeightDType::F32 => DType::F32,
+            WeightDType::BF16 => DType::BF16,
+            WeightDType::F16 => DType::F16,
+        }
+    }
+
+    /// Parses "f32", "bf16" or "f16".
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" | "float32" | "fp32" => Some(Self::F32),
+            "bf16" | "bfloat16" => Some(Self::BF16),
+            "f16" | "float16" | "fp16" | "half" => Some(Self::F16),
+            _ => None,
+        }
+    }
+}
+
+struct Loader<'a> {
+    src: &'a dyn TensorSource,
+    device: &'a Device,
+    dtype: DType,
+}
+
+fn burn_dtype(f: FloatFormat) -> DType {
+    match f {
+        FloatFormat::F32 => DType::F32,
+        FloatFormat::F16 => DType::F16,
+        FloatFormat::BF16 => DType::BF16,
+    }
+}
+
+impl Loader<'_> {
+    fn host(&self, name: &str, expected: &[usize]) -> Result<HostTensor> {
+        let info = self.src.info(name).ok_or_else(|| {
+            ModelError::Checkpoint(engram_checkpoint::CheckpointError::MissingTensor {
+                name: name.to_string(),
+                origin: self.src.origin(),
+            })
+        })?;
+        if info.shape != expected {
+            return Err(ModelError::WrongShape {
+                origin: self.src.origin(),
+                name: name.to_string(),
+                found: info.shape,
+                expected: expected.to_vec(),
+            });
+        }
+        Ok(self.src.read(name)?)
+    }
+
+    fn tensor<const D: usize>(&self, name: &str, expected: [usize; D]) -> Result<Tensor<D>> {
+        let h = self.host(name, &expected)?;
+        let data = TensorData::from_bytes_vec(h.bytes, expected, burn_dtype(h.format));
+        Ok(Tensor::from_data(data, (self.device, self.dtype)))
+    }
+
+    fn opt_tensor<const D: usize>(
+        &self,
+        name: &str,
+        expected: [usize; D],
+        want: bool,
+    ) -> Result<Option<Tensor<D>>> {
+        if want || self.src.info(name).is_some() {
+            self.tensor(name, expected).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn linear(&self, prefix: &str, d_in: usize, d_out: usize, bias: bool) -> Result<Linear> {
+        let w = self.tensor(&format!("{prefix}.weight"), [d_out, d_in])?;
+        let b = self.opt_tensor(&format!("{prefix}.bias"), [d_out], bias)?;
+        Ok(Linear::from_hf(w, b))
+    }
+
+    fn norm(&self, name: &str, h: usize, eps: f64) -> Result<RmsNorm> {
+        // Norm weights stay f32: RMSNorm statistics are f32 whatever the model dtype.
+        let host = self.host(name, &[h])?;
+        let data = TensorData::from_bytes_vec(host.bytes, [h], burn_dtype(host.format));
+        Ok(RmsNorm::new(
+            Tensor::from_data(data, (self.device, DType::F32)),
+            eps,
+        ))
+    }
+}
+
+impl Llama {
+    /// Loads a model from an opened checkpoint onto `device`, weights in `dtype`.
+    pub fn load(ckpt: &Checkpoint, dtype: WeightDType, device: &Device) -> Result<Self> {
+        let mut config = LlamaConfig::from_hf_json(&ckpt.config, &ckpt.config_origin)?;
+        config.rope_freq_factors = ckpt.rope_freq_factors.clone();
+        if let Some(f) = &config.rope_freq_factors
+            && f.len() != config.head_dim / 2
+        {
+            return Err(ModelError::WrongShape {
+                origin: ckpt.origin.clone(),
+                name: "rope_freqs.weight".into(),
+                found: vec![f.len()],
+                expected: vec![config.head_dim / 2],
+            });
+        }
+        Self::load_from(ckpt.tensors.as_ref(), config, dtype, device)
+    }
+
+    /// Loads from any tensor source with a given config.
+    pub fn load_from(
+        src: &dyn TensorSource,
+        config: LlamaConfig,
+        dtype: WeightDType,
+        device: &Device,
+    ) -> Result<Self> {
+        let l = Loader {
+            src,
+            device,
+            dtype: dtype.dtype(),
+        };
+        let c = &config;
+        let (h, i) = (c.hidden_size, c.intermediate_size);
+        let q = c.num_attention_heads * c.head_dim;
+        let kv = c.num_key_value_heads * c.head_dim;
+        let embed = l.tensor("model.embed_tokens.weight", [c.vocab_size, h])?;
+        let mut layers = Vec::with_capacity(c.num_hidden_layers);
+        for n in 0..c.num_hidden_layers {
+            let p = format!("model.layers.{n}");
+            let ab = c.attention_bias;
+            let mb = c.mlp_bias;
+            layers.push(DecoderLayer {
+                input_layernorm: l.norm(
+                    &format!("{p}.input_layernorm.weight"),
+                    h,
+                    c.rms_norm_eps,
+                )?,
+                self_attn: Attention {
+                    q_proj: l.linear(&format!("{p}.self_attn.q_proj"), h, q, ab)?,
+                    k_proj: l.linear(&format!("{p}.self_attn.k_proj"), h, kv, ab)?,
+                    v_proj: l.linear(&format!("{p}.self_attn.v_proj"), h, kv, ab)?,
+                    o_proj: l.linear(&format!("{p}.self_attn.o_proj"), q, h, ab)?,
+                    n_heads: c.num_attention_heads,
+                    n_kv_heads: c.num_key_value_heads,
+                    head_dim: c.head_dim,
+                },
+                post_attention_layernorm: l.norm(
+                    &format!("{p}.post_attention_layernorm.weight"),
+                    h,
+                    c.rms_norm_eps,
+                )?,
+                mlp: Mlp {
+                    gate_proj: l.linear(&format!("{p}.mlp.gate_proj"), h, i, mb)?,
+                    up_proj: l.linear(&format!("{p}.mlp.up_proj"), h, i, mb)?,
+                    down_proj: l.linear(&format!("{p}.mlp.down_proj"), i, h, mb)?,
+                },
+            });
+        }
+        let norm = l.norm("model.norm.weight", h, c.rms_norm_eps)?;
+        let lm_head = if c.tie_word_embeddings {
+            None
+        } else {
+            Some(l.linear("lm_head", h, c.vocab_size, false)?)
+        };
+        Ok(Llama {
+            embed_tokens: Param::from_tensor(embed),
+            layers,
+            norm,
+            lm_head,
+            rotary: Rotary::new(&config),
+            config,
+        })
+    }
+}

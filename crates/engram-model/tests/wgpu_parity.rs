@@ -1,0 +1,35 @@
+//! The same transformers parity check on the wgpu backend (compiled with `--features wgpu`; on a
+//! machine without a GPU it runs on Mesa's software Vulkan device, llvmpipe).
+#![cfg(feature = "wgpu")]
+
+mod common;
+
+use common::*;
+use engram_checkpoint::Checkpoint;
+use engram_model::{GenerationConfig, Llama, Sampling, WeightDType, device_from_name, generate};
+
+#[test]
+fn tiny_f32_on_wgpu_matches_transformers() {
+    let device = device_from_name("wgpu").unwrap();
+    let ckpt = Checkpoint::open(fixture("tiny-f32").to_str().unwrap()).unwrap();
+    let model = Llama::load(&ckpt, WeightDType::F32, &device).unwrap();
+    let reference = Reference::open(&fixture("tiny-f32").join("reference.safetensors"));
+    for case in ["short_fixed", "chat_prompt", "long_text"] {
+        let ids = reference.ids(&format!("input_ids_{case}"));
+        let (_, want) = reference.f32(&format!("logits_{case}"));
+        let d = max_abs_diff(&logits(&model, &ids), &want);
+        eprintln!("wgpu {case}: max |Δlogit| = {d:.3e}");
+        assert!(d <= 1e-4, "wgpu {case}: max |Δlogit| {d:e}");
+        let greedy = reference.ids(&format!("greedy_{case}"));
+        let cfg = GenerationConfig {
+            max_new_tokens: greedy.len(),
+            sampling: Sampling::Greedy,
+            stop_ids: vec![],
+        };
+        assert_eq!(
+            generate(&model, &[ids], &cfg).unwrap().tokens[0],
+            greedy,
+            "wgpu {case}"
+        );
+    }
+}
