@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Regenerates engram's committed parity fixtures with HF transformers (the reference).
+
+Needs the peer environment of ../shared/peers (torch, transformers, peft, safetensors, tokenizers,
+gguf, accelerate). Writes under tests/fixtures/:
+
+  tiny-f32/             random Llama-3.1-style checkpoint: f32, untied lm_head, llama3 rope
+                        scaling, GQA (4 heads / 2 kv heads), one model.safetensors,
+                        top-level rope_theta + rope_scaling (the transformers 4 spelling)
+  tiny-f32/reference.safetensors       reference logits (shared/peers/reference_logits.py)
+  tiny-bf16-tied/       same shapes, other seed: bf16 tensors, tied embeddings (no lm_head), two
+                        shards + model.safetensors.index.json, transformers 5's rope_parameters
+  tiny-bf16-tied/reference.safetensors
+  chat_templates.json   Llama-3.1-Instruct renderings + ids (../shared/models tokenizer) and
+                        ChatML renderings (SmolLM2's GGUF template) by apply_chat_template
+  smollm2_reference.safetensors  (with --smollm2 GGUF) transformers' logits for SmolLM2-135M-Instruct
+                        read from the GGUF, on a chat prompt, and its greedy answer
+
+Usage: python tests/peers/make_fixtures.py [--smollm2 PATH.gguf]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+PEERS = os.path.join(SHARED, "peers")
+FIX = os.path.join(ROOT, "tests", "fixtures")
+# Small enough to commit; head_dim 16 with theta 5e5 and original context 256 still puts the
+# rotary frequencies in all three llama3 bands (kept, smoothed, divided). Vocab 2048: the
+# reference cases use ids up to 1500.
+SHAPE = ["--layers", "2", "--hidden", "64", "--heads", "4", "--kv-heads", "2",
+         "--intermediate", "128", "--vocab", "2048"]
+
+
+def run(*args):
+    print("+", " ".join(args), flush=True)
+    subprocess.run([sys.executable, *args], check=True)
+
+
+def reference(model_dir):
+    """Reference logits, without the bf16-computed logits (not used; they double the file)."""
+    from safetensors.torch import load_file, save_file
+    from safetensors import safe_open
+    out = os.path.join(model_dir, "reference.safetensors")
+    run(os.path.join(PEERS, "reference_logits.py"), model_dir, out)
+    with safe_open(out, "pt") as fh:
+        meta = fh.metadata()
+    t = {k: v for k, v in load_file(out).items() if not k.startswith("logits_bf16_")}
+    save_file(t, out, metadata=meta)
+
+
+def tiny_models():
+    f32 = os.path.join(FIX, "tiny-f32")
+    run(os.path.join(PEERS, "make_tiny_llama.py"), f32, "--seed", "1", "--dtype", "f32", *SHAPE)
+    reference(f32)
+
+    tied = os.path.join(FIX, "tiny-bf16-tied")
+    run(os.path.join(PEERS, "make_tiny_llama.py"), tied, "--seed", "2", "--dtype", "bf16", "--shards", "2",
+        "--no-verify", *SHAPE)
+    # Tie the head: drop lm_head.weight from its shard and the index, flag the config, and switch
+    # the config to transformers 5's rope_parameters spelling.
+    from safetensors.torch import load_file, save_file
+    idx_path = os.path.join(tied, "model.safetensors.index.json")
+    idx = json.load(open(idx_path))
+    shard = idx["weight_map"].pop("lm_head.weight")
+    p = os.path.join(tied, shard)
+    t = load_file(p)
+    del t["lm_head.weight"]
+    save_file(t, p, metadata={"format": "pt"})
+    idx["metadata"]["total_size"] = sum(v.numel() * v.element_size() for s in set(idx["weight_map"].values())
+                                        for v in load_file(os.path.join(tied, s)).values())
+    json.dump(idx, open(idx_path, "w"), indent=2)
+    cfg_path = os.path.join(tied, "config.json")
+    cfg = json.load(open(cfg_path))
+    cfg["tie_word_embeddings"] = True
+    rp = cfg.pop("rope_scaling")
+    rp["rope_theta"] = cfg.pop("rope_theta")
+    cfg["rope_parameters"] = rp
+    json.dump(cfg, open(cfg_path, "w"), indent=2)
+    reference(tied)
+
+
+CONVERSATIONS = [
+    ("user_only", [{"role": "user", "content": "What time did Jeff Skerrow move the Tuesday budget meeting to?"}]),
+    ("system_user", [{"role": "system", "content": "You answer from memory.  "},
+                     {"role": "user", "content": "  Who approved the Dabhol plant audit?\n"}]),
+    ("multi_turn", [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello, how can I help?"},
+                    {"role": "user", "content": "naïve café – unicode, 3:30 PM, x34512"}]),
+]
+
+
+def chat_templates(smollm2):
+    from transformers import AutoTokenizer
+    out = {"llama31": [], "chatml": []}
+    llama = AutoTokenizer.from_pretrained(os.path.join(SHARED, "models", "llama-3.1-8b-instruct-tokenizer"))
+    for name, msgs in CONVERSATIONS:
+        for gen in (True, False):
+            text = llama.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)
+            ids = llama(text, add_special_tokens=False)["input_ids"]
+            out["llama31"].append({"name": name, "add_generation_prompt": gen, "messages": msgs,
+                                   "text": text, "ids": ids})
+    if smollm2:
+        smol = AutoTokenizer.from_pretrained(os.path.dirname(smollm2), gguf_file=os.path.basename(smollm2))
+        for name, msgs in CONVERSATIONS:
+            for gen in (True, False):
+                text = smol.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)
+                ids = smol(text, add_special_tokens=False)["input_ids"]
+                out["chatml"].append({"name": name, "add_generation_prompt": gen, "messages": msgs,
+                                      "text": text, "ids": ids})
+    with open(os.path.join(FIX, "chat_templates.json"), "w") as fh:
+        json.dump(out, fh, indent=1, ensure_ascii=False)
+
+
+def smollm2_reference(path):
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    torch.set_num_threads(2)
+    d, f = os.path.dirname(path), os.path.basename(path)
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32).eval()
+    msgs = [{"role": "user", "content": "What is the capital of France?"}]
+    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].float()
+        gen = model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False)[0, len(ids):]
+    answer = tok.decode(gen, skip_special_tokens=True)
+    t = {
+        "input_ids": torch.tensor(ids, dtype=torch.int64),
+        "logits_last4": logits[-4:].contiguous(),
+        "argmax_all": logits.argmax(-1).to(torch.int64),
+        "greedy": gen.to(torch.int64).contiguous(),
+    }
+    import transformers
+    save_file(t, os.path.join(FIX, "smollm2_reference.safetensors"),
+              metadata={"answer": answer, "prompt": text, "transformers": transformers.__version__,
+                        "gguf_sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"})
+    print(f"SmolLM2 answer: {answer!r}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--smollm2", help="path to SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--only", choices=["tiny", "chat", "smollm2"])
+    args = ap.parse_args()
+    os.makedirs(FIX, exist_ok=True)
+    if args.only in (None, "tiny"):
+        tiny_models()
+    if args.only in (None, "chat"):
+        chat_templates(args.smollm2)
+    if args.smollm2 and args.only in (None, "smollm2"):
+        smollm2_reference(args.smollm2)
+
+
+if __name__ == "__main__":
+    main()
