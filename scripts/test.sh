@@ -14,4 +14,9 @@ if ! ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
         echo "warning: no Vulkan driver found; the wgpu test needs one (apt-get install mesa-vulkan-drivers)" >&2
     fi
 fi
+# Mesa's Vulkan loader complains on every start when XDG_RUNTIME_DIR is unset (harmless).
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+    XDG_RUNTIME_DIR="$(mktemp -d)"
+    export XDG_RUNTIME_DIR
+fi
 exec cargo test --workspace "$@"
