@@ -249,6 +249,23 @@ mod tests {
         );
     }
 
+    /// An `Online` fetcher whose endpoint is a closed loopback port (every request fails fast),
+    /// over the cache at `cache_dir`.
+    fn unreachable_hub(cache_dir: &Path, spec: &str) -> Online {
+        let cache = Cache::new(cache_dir.to_path_buf());
+        let api = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
+            .with_endpoint("http://127.0.0.1:9".into())
+            .with_progress(false)
+            .with_retries(0)
+            .build()
+            .unwrap();
+        let repo = repo_of(spec);
+        Online {
+            api: api.repo(repo.clone()),
+            cache: cache.repo(repo),
+        }
+    }
+
     #[test]
     fn unreachable_hub_falls_back_to_the_cache() {
         // An endpoint on a closed loopback port: every request fails fast, the cache answers.
@@ -259,32 +276,10 @@ mod tests {
             &["config.json", "model.safetensors"],
             false,
         );
-        let cache = Cache::new(tmp.path().to_path_buf());
-        let api = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
-            .with_endpoint("http://127.0.0.1:9".into())
-            .with_progress(false)
-            .with_retries(0)
-            .build()
-            .unwrap();
-        let repo = repo_of("org/cached");
-        let online = Online {
-            api: api.repo(repo.clone()),
-            cache: cache.repo(repo),
-        };
+        let online = unreachable_hub(tmp.path(), "org/cached");
         assert_eq!(fetch_model_files("org/cached", &online).unwrap(), snap);
         let empty = tempfile::tempdir().unwrap();
-        let cache = Cache::new(empty.path().to_path_buf());
-        let api = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
-            .with_endpoint("http://127.0.0.1:9".into())
-            .with_progress(false)
-            .with_retries(0)
-            .build()
-            .unwrap();
-        let repo = repo_of("org/cached");
-        let online = Online {
-            api: api.repo(repo.clone()),
-            cache: cache.repo(repo),
-        };
+        let online = unreachable_hub(empty.path(), "org/cached");
         let e = fetch_model_files("org/cached", &online)
             .unwrap_err()
             .to_string();
