@@ -99,10 +99,21 @@ impl Loader<'_> {
         Ok(self.src.read(name)?)
     }
 
+    /// Moves host bytes of `format` and `shape` to the device as `dtype`.
+    fn upload<const D: usize>(
+        &self,
+        bytes: Vec<u8>,
+        format: FloatFormat,
+        shape: [usize; D],
+        dtype: DType,
+    ) -> Tensor<D> {
+        let data = TensorData::from_bytes_vec(bytes, shape, burn_dtype(format));
+        Tensor::from_data(data, (self.device, dtype))
+    }
+
     fn tensor<const D: usize>(&self, name: &str, expected: [usize; D]) -> Result<Tensor<D>> {
         let h = self.host(name, &expected)?;
-        let data = TensorData::from_bytes_vec(h.bytes, expected, burn_dtype(h.format));
-        Ok(Tensor::from_data(data, (self.device, self.dtype)))
+        Ok(self.upload(h.bytes, h.format, expected, self.dtype))
     }
 
     fn opt_tensor<const D: usize>(
@@ -123,8 +134,7 @@ impl Loader<'_> {
         // the backend on every matmul.
         let h = self.host(&format!("{prefix}.weight"), &[d_out, d_in])?;
         let bytes = transpose_bytes(&h.bytes, d_out, d_in, h.format.size());
-        let data = TensorData::from_bytes_vec(bytes, [d_in, d_out], burn_dtype(h.format));
-        let w = Tensor::from_data(data, (self.device, self.dtype));
+        let w = self.upload(bytes, h.format, [d_in, d_out], self.dtype);
         let b = self.opt_tensor(&format!("{prefix}.bias"), [d_out], bias)?;
         Ok(Linear::from_in_out(w, b))
     }
@@ -132,11 +142,8 @@ impl Loader<'_> {
     fn norm(&self, name: &str, h: usize, eps: f64) -> Result<RmsNorm> {
         // Norm weights stay f32: RMSNorm statistics are f32 whatever the model dtype.
         let host = self.host(name, &[h])?;
-        let data = TensorData::from_bytes_vec(host.bytes, [h], burn_dtype(host.format));
-        Ok(RmsNorm::new(
-            Tensor::from_data(data, (self.device, DType::F32)),
-            eps,
-        ))
+        let weight = self.upload(host.bytes, host.format, [h], DType::F32);
+        Ok(RmsNorm::new(weight, eps))
     }
 }
 
