@@ -48,6 +48,9 @@ pub enum ModelError {
         /// What is available.
         hint: String,
     },
+    /// A bad LoRA setting or adapter (rank 0, unknown target module, shape mismatch...).
+    #[error("{0}")]
+    BadLora(String),
     /// A bad argument to generation (empty prompt, a prompt longer than the context...).
     #[error("{0}")]
     Generation(String),

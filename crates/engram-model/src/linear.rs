@@ -1,16 +1,20 @@
 //! A linear projection holding its weight as `[in, out]`, contiguous (HF stores `[out, in]`;
-//! the loader transposes once on the host).
+//! the loader transposes once on the host), with an optional LoRA adapter.
 
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
-/// `y = x W + b`.
+use crate::lora::LoraAdapter;
+
+/// `y = x W + b`, plus `s·B(A(dropout(x)))` when an adapter is attached.
 #[derive(Module, Debug)]
 pub struct Linear {
     /// Weight, `[in, out]`.
     pub weight: Param<Tensor<2>>,
     /// Optional bias, `[out]`.
     pub bias: Option<Param<Tensor<1>>>,
+    /// Optional low-rank adapter.
+    pub lora: Option<LoraAdapter>,
 }
 
 impl Linear {
@@ -19,6 +23,7 @@ impl Linear {
         Self {
             weight: Param::from_tensor(weight),
             bias: bias.map(Param::from_tensor),
+            lora: None,
         }
     }
 
@@ -34,6 +39,14 @@ impl Linear {
 
     /// Applies the projection to `x: [.., in]`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        burn::tensor::module::linear(x, self.weight.val(), self.bias.as_ref().map(|b| b.val()))
+        let y = burn::tensor::module::linear(
+            x.clone(),
+            self.weight.val(),
+            self.bias.as_ref().map(|b| b.val()),
+        );
+        match &self.lora {
+            Some(adapter) => y + adapter.delta(x),
+            None => y,
+        }
     }
 }
