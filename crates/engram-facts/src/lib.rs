@@ -1,0 +1,14 @@
+//! Fact sets: question → answer pairs that a model should memorize or retrieve.
+//!
+//! A fact file is JSONL, one object per line:
+//! `{"id": "...", "question": "...", "rephrased_question": "...", "answer": "..."}`
+//! (`id` optional: `line-N` by default; `source`, the document the fact came from, optional).
+//! Training uses the rephrased question, evaluation the original one (EnronQA §6).
+
+pub mod error;
+pub mod fact;
+pub mod jsonl;
+
+pub use error::{FactsError, Result};
+pub use fact::Fact;
+pub use jsonl::{read_facts, write_facts};
