@@ -33,9 +33,16 @@ pub struct Loaded {
 }
 
 impl ModelArgs {
-    /// Opens the checkpoint and loads it.
+    /// Opens the checkpoint and loads it for inference.
     pub fn load(&self) -> Result<Loaded> {
+        self.load_on(false)
+    }
+
+    /// Opens the checkpoint and loads it; `autodiff` puts it on the backend's autodiff device
+    /// (for training).
+    pub fn load_on(&self, autodiff: bool) -> Result<Loaded> {
         let device = device_from_name(&self.backend)?;
+        let device = if autodiff { device.autodiff() } else { device };
         let dtype = WeightDType::parse(&self.dtype)
             .with_context(|| format!("unknown --dtype `{}` (f32, bf16, f16)", self.dtype))?;
         let t0 = Instant::now();

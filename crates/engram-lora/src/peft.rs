@@ -1,0 +1,453 @@
+//! HF PEFT's adapter format: `adapter_model.safetensors` with keys
+//! `base_model.model.model.layers.{i}.{self_attn|mlp}.{name}.lora_{A|B}.weight`
+//! (`A: [r, in]`, `B: [out, r]`, f32) and `adapter_config.json`. engram keeps HF's q/k row order
+//! (rotate-half RoPE), so factors need no permutation, only the transpose to Burn's `[in, out]`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::tensor::{DType, Tensor, TensorData};
+use engram_checkpoint::{SafetensorsCheckpoint, TensorSource};
+use engram_model::{Llama, LoraAdapter, LoraConfig, LoraTarget};
+use serde_json::{Value, json};
+
+use crate::atomic;
+use crate::error::{LoraError, Result};
+
+/// The weights file of an adapter directory.
+pub const ADAPTER_WEIGHTS: &str = "adapter_model.safetensors";
+/// The config file of an adapter directory.
+pub const ADAPTER_CONFIG: &str = "adapter_config.json";
+
+/// The factors of one adapted layer in PEFT's orientation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeftFactors {
+    /// Block index.
+    pub layer: usize,
+    /// Module.
+    pub target: LoraTarget,
+    /// `lora_A.weight`, `[r, in]`, row-major.
+    pub a: Vec<f32>,
+    /// `lora_B.weight`, `[out, r]`, row-major.
+    pub b: Vec<f32>,
+    /// `r`.
+    pub rank: usize,
+    /// Input width.
+    pub d_in: usize,
+    /// Output width.
+    pub d_out: usize,
+}
+
+/// An adapter read from (or about to be written to) a PEFT directory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeftAdapter {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Rank, alpha, dropout, rsLoRA, targets, layers.
+    pub config: LoraConfig,
+    /// `base_model_name_or_path`.
+    pub base_model: Option<String>,
+    /// Factors by layer and module.
+    pub factors: Vec<PeftFactors>,
+}
+
+fn key(layer: usize, target: LoraTarget, which: &str) -> String {
+    format!(
+        "base_model.model.model.layers.{layer}.{}.lora_{which}.weight",
+        target.path()
+    )
+}
+
+/// Row-major transpose of a `[rows, cols]` matrix.
+fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; v.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = v[r * cols + c];
+        }
+    }
+    out
+}
+
+fn host_f32(t: Tensor<2>) -> Vec<f32> {
+    t.cast(DType::F32)
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .expect("float tensor")
+}
+
+impl PeftAdapter {
+    /// Reads the adapters attached to `model` into PEFT's layout.
+    pub fn from_model(model: &Llama, config: &LoraConfig, base_model: Option<String>) -> Self {
+        let factors = model
+            .adapters()
+            .into_iter()
+            .map(|(layer, target, ad)| {
+                let [d_in, rank] = ad.lora_a.shape().dims::<2>();
+                let d_out = ad.lora_b.shape().dims::<2>()[1];
+                PeftFactors {
+                    layer,
+                    target,
+                    a: transpose(&host_f32(ad.lora_a.val()), d_in, rank),
+                    b: transpose(&host_f32(ad.lora_b.val()), rank, d_out),
+                    rank,
+                    d_in,
+                    d_out,
+                }
+            })
+            .collect();
+        Self {
+            path: PathBuf::new(),
+            config: config.clone(),
+            base_model,
+            factors,
+        }
+    }
+
+    /// `adapter_config.json` as PEFT writes it (the keys PEFT's `LoraConfig` reads).
+    pub fn config_json(&self) -> Value {
+        let c = &self.config;
+        let mut targets: Vec<&str> = c.targets.iter().map(|t| t.name()).collect();
+        targets.sort();
+        let alpha = if c.alpha.fract() == 0.0 {
+            json!(c.alpha as i64)
+        } else {
+            json!(c.alpha)
+        };
+        json!({
+            "peft_type": "LORA",
+            "task_type": "CAUSAL_LM",
+            "base_model_name_or_path": self.base_model,
+            "r": c.rank,
+            "lora_alpha": alpha,
+            "lora_dropout": c.dropout,
+            "target_modules": targets,
+            "bias": "none",
+            "use_rslora": c.use_rslora,
+            "use_dora": false,
+            "fan_in_fan_out": false,
+            "init_lora_weights": true,
+            "layers_to_transform": c.layers,
+            "layers_pattern": null,
+            "rank_pattern": {},
+            "alpha_pattern": {},
+            "modules_to_save": null,
+            "inference_mode": true,
+            "revision": null,
+        })
+    }
+
+    /// Writes `adapter_model.safetensors` and `adapter_config.json` into `dir` (created if
+    /// needed), each atomically.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(LoraError::io(dir))?;
+        let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+        for f in &self.factors {
+            let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+            tensors.push((
+                key(f.layer, f.target, "A"),
+                vec![f.rank, f.d_in],
+                bytes(&f.a),
+            ));
+            tensors.push((
+                key(f.layer, f.target, "B"),
+                vec![f.d_out, f.rank],
+                bytes(&f.b),
+            ));
+        }
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+            .iter()
+            .map(|(k, shape, bytes)| {
+                let view = safetensors::tensor::TensorView::new(
+                    safetensors::Dtype::F32,
+                    shape.clone(),
+                    bytes,
+                )
+                .expect("consistent sizes");
+                (k.clone(), view)
+            })
+            .collect();
+        let mut meta = std::collections::HashMap::new();
+        meta.insert("format".to_string(), "pt".to_string());
+        let weights = dir.join(ADAPTER_WEIGHTS);
+        let bytes = safetensors::serialize(views, Some(meta))
+            .map_err(|e| LoraError::adapter(&weights, e.to_string()))?;
+        atomic::write_file(&weights, &bytes)?;
+        let config = serde_json::to_vec_pretty(&self.config_json()).expect("json");
+        atomic::write_file(&dir.join(ADAPTER_CONFIG), &config)
+    }
+
+    /// Attaches these factors to `model` (base frozen, any adapters already attached replaced),
+    /// checking every shape against the model.
+    pub fn apply(&self, model: Llama) -> Result<Llama> {
+        let device = model.device();
+        let mut model = model.without_lora().no_grad();
+        let layers = model.layers.len();
+        for f in &self.factors {
+            if f.layer >= layers {
+                return Err(LoraError::adapter(
+                    &self.path,
+                    format!(
+                        "{} adapts layer {}, but the model has {layers} layers",
+                        key(f.layer, f.target, "A"),
+                        f.layer
+                    ),
+                ));
+            }
+            let lin = model.linear_mut(f.layer, f.target);
+            if (lin.d_in(), lin.d_out()) != (f.d_in, f.d_out) {
+                return Err(LoraError::adapter(
+                    &self.path,
+                    format!(
+                        "{}: adapter is for a {}→{} layer, the model's is {}→{} (made for another base model?)",
+                        key(f.layer, f.target, "A"),
+                        f.d_in,
+                        f.d_out,
+                        lin.d_in(),
+                        lin.d_out()
+                    ),
+                ));
+            }
+            let a = Tensor::from_data(
+                TensorData::new(transpose(&f.a, f.rank, f.d_in), [f.d_in, f.rank]),
+                (&device, DType::F32),
+            );
+            let b = Tensor::from_data(
+                TensorData::new(transpose(&f.b, f.d_out, f.rank), [f.rank, f.d_out]),
+                (&device, DType::F32),
+            );
+            let name = Llama::linear_name(f.layer, f.target);
+            lin.lora = Some(LoraAdapter::from_factors(
+                &name,
+                a,
+                b,
+                self.config.scaling(),
+                self.config.dropout,
+            ));
+        }
+        Ok(model)
+    }
+}
+
+/// Writes the adapters attached to `model` as a PEFT directory.
+pub fn save_adapter(
+    model: &Llama,
+    config: &LoraConfig,
+    base_model: Option<String>,
+    dir: &Path,
+) -> Result<()> {
+    PeftAdapter::from_model(model, config, base_model).save(dir)
+}
+
+fn config_value<'a>(cfg: &'a Value, key: &str) -> Option<&'a Value> {
+    cfg.get(key).filter(|v| !v.is_null())
+}
+
+fn parse_config(path: &Path, cfg: &Value) -> Result<(LoraConfig, Option<String>)> {
+    let bad = |m: String| LoraError::adapter(path, m);
+    match cfg.get("peft_type").and_then(Value::as_str) {
+        Some("LORA") | None => {}
+        Some(other) => return Err(bad(format!("peft_type `{other}` is not LORA"))),
+    }
+    let rank = config_value(cfg, "r")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("`r` missing or not a positive integer".into()))?
+        as usize;
+    let alpha = config_value(cfg, "lora_alpha")
+        .and_then(Value::as_f64)
+        .unwrap_or(8.0);
+    let dropout = config_value(cfg, "lora_dropout")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    let use_rslora = config_value(cfg, "use_rslora")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if config_value(cfg, "use_dora").and_then(Value::as_bool) == Some(true) {
+        return Err(bad(
+            "DoRA adapters (`use_dora: true`) are not supported".into()
+        ));
+    }
+    for k in ["rank_pattern", "alpha_pattern"] {
+        if let Some(v) = config_value(cfg, k)
+            && v.as_object().is_some_and(|o| !o.is_empty())
+        {
+            return Err(bad(format!("per-module `{k}` is not supported")));
+        }
+    }
+    if let Some(b) = config_value(cfg, "bias").and_then(Value::as_str)
+        && b != "none"
+    {
+        return Err(bad(format!("bias `{b}` is not supported (only \"none\")")));
+    }
+    if let Some(m) = config_value(cfg, "modules_to_save")
+        && m.as_array().is_some_and(|a| !a.is_empty())
+    {
+        return Err(bad("`modules_to_save` is not supported".into()));
+    }
+    let targets: Vec<String> = match config_value(cfg, "target_modules") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_string())
+            .collect(),
+        Some(Value::String(s)) if s == "all-linear" => LoraTarget::ALL
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect(),
+        Some(Value::String(s)) => vec![s.clone()],
+        _ => return Err(bad("`target_modules` missing".into())),
+    };
+    let targets = LoraTarget::parse_list(&targets).map_err(|e| bad(e.to_string()))?;
+    let layers = match config_value(cfg, "layers_to_transform") {
+        None => None,
+        Some(Value::Number(n)) => Some(vec![n.as_u64().unwrap_or(0) as usize]),
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .map(|v| v.as_u64().map(|x| x as usize))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| bad("`layers_to_transform` must list integers".into()))?,
+        ),
+        Some(other) => return Err(bad(format!("`layers_to_transform` {other} is not a list"))),
+    };
+    let base = config_value(cfg, "base_model_name_or_path")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let config = LoraConfig::new(rank)
+        .with_alpha(alpha)
+        .with_dropout(dropout)
+        .with_rslora(use_rslora)
+        .with_targets(targets)
+        .with_layers(layers);
+    Ok((config, base))
+}
+
+/// A factor's shape and values.
+type Factor = (Vec<usize>, Vec<f32>);
+/// `lora_A` and `lora_B` of one layer as they are found in the file.
+type FactorPair = (Option<Factor>, Option<Factor>);
+
+/// Parses `base_model.model.model.layers.{i}.{path}.lora_{A|B}[.default].weight`.
+fn parse_key(k: &str) -> Option<(usize, LoraTarget, char)> {
+    let rest = k.strip_prefix("base_model.model.")?;
+    let rest = rest.strip_prefix("model.layers.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let rest = rest.strip_suffix(".weight")?.trim_end_matches(".default");
+    let (module, which) = rest.rsplit_once(".lora_")?;
+    let target = LoraTarget::ALL.into_iter().find(|t| t.path() == module)?;
+    let which = match which {
+        "A" => 'A',
+        "B" => 'B',
+        _ => return None,
+    };
+    Some((layer, target, which))
+}
+
+/// Reads a PEFT adapter directory (made by engram or by PEFT).
+pub fn load_adapter(dir: &Path) -> Result<PeftAdapter> {
+    let cfg_path = dir.join(ADAPTER_CONFIG);
+    let text = std::fs::read_to_string(&cfg_path).map_err(LoraError::io(&cfg_path))?;
+    let cfg: Value = serde_json::from_str(&text)
+        .map_err(|e| LoraError::adapter(&cfg_path, format!("not JSON: {e}")))?;
+    let (config, base_model) = parse_config(&cfg_path, &cfg)?;
+    let weights = dir.join(ADAPTER_WEIGHTS);
+    if !weights.exists() {
+        return Err(LoraError::adapter(
+            &weights,
+            "missing (adapter_model.bin is not supported)",
+        ));
+    }
+    let src = SafetensorsCheckpoint::open_files(weights.clone(), vec![weights.clone()])?;
+    let mut pairs: BTreeMap<(usize, LoraTarget), FactorPair> = BTreeMap::new();
+    for name in src.names() {
+        let (layer, target, which) = parse_key(&name).ok_or_else(|| {
+            LoraError::adapter(
+                &weights,
+                format!(
+                    "unexpected tensor `{name}` (not a LoRA A/B factor of a decoder linear layer)"
+                ),
+            )
+        })?;
+        let t = src.read(&name)?;
+        if t.shape.len() != 2 {
+            return Err(LoraError::adapter(
+                &weights,
+                format!("{name} has shape {:?}, expected a matrix", t.shape),
+            ));
+        }
+        let entry = pairs.entry((layer, target)).or_default();
+        let slot = if which == 'A' {
+            &mut entry.0
+        } else {
+            &mut entry.1
+        };
+        *slot = Some((t.shape.clone(), t.to_f32()));
+    }
+    if pairs.is_empty() {
+        return Err(LoraError::adapter(&weights, "holds no LoRA factors"));
+    }
+    let mut factors = Vec::new();
+    for ((layer, target), (a, b)) in pairs {
+        let (Some((sa, a)), Some((sb, b))) = (a, b) else {
+            return Err(LoraError::adapter(
+                &weights,
+                format!("layer {layer} {target}: lora_A and lora_B must both be present"),
+            ));
+        };
+        if sa[0] != config.rank || sb[1] != config.rank {
+            return Err(LoraError::adapter(
+                &weights,
+                format!(
+                    "{}: shapes A {sa:?} / B {sb:?} disagree with r = {} in {ADAPTER_CONFIG}",
+                    key(layer, target, "A"),
+                    config.rank
+                ),
+            ));
+        }
+        factors.push(PeftFactors {
+            layer,
+            target,
+            a,
+            b,
+            rank: config.rank,
+            d_in: sa[1],
+            d_out: sb[0],
+        });
+    }
+    Ok(PeftAdapter {
+        path: dir.to_path_buf(),
+        config,
+        base_model,
+        factors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_parse() {
+        assert_eq!(
+            parse_key("base_model.model.model.layers.12.mlp.down_proj.lora_B.weight"),
+            Some((12, LoraTarget::Down, 'B'))
+        );
+        assert_eq!(
+            parse_key("base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight"),
+            Some((0, LoraTarget::Q, 'A'))
+        );
+        assert_eq!(parse_key("base_model.model.lm_head.lora_A.weight"), None);
+        assert_eq!(
+            parse_key(&key(3, LoraTarget::K, "A")),
+            Some((3, LoraTarget::K, 'A'))
+        );
+    }
+
+    #[test]
+    fn transpose_round_trips() {
+        let v: Vec<f32> = (0..12).map(|x| x as f32).collect();
+        let t = transpose(&v, 3, 4);
+        assert_eq!(t[1], 4.0);
+        assert_eq!(transpose(&t, 4, 3), v);
+    }
+}

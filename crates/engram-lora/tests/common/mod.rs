@@ -1,0 +1,256 @@
+//! Shared helpers of the LoRA tests: fixtures, a tiny model on an autodiff CPU device, synthetic
+//! facts, and a lock that serializes runs using dropout (the backend RNG is process-global).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use burn::tensor::{DType, Device};
+use engram_checkpoint::Checkpoint;
+use engram_facts::Fact;
+use engram_model::{Llama, WeightDType};
+use engram_tokenizer::ChatTokenizer;
+
+/// `tests/fixtures` at the workspace root.
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+/// The tiny f32 fixture checkpoint.
+pub fn tiny_ckpt() -> Checkpoint {
+    Checkpoint::open(fixtures().join("tiny-f32").to_str().unwrap()).expect("fixture opens")
+}
+
+/// The tiny model on the CPU (`autodiff` for training) and its tokenizer.
+pub fn tiny(autodiff: bool) -> (Llama, ChatTokenizer) {
+    let ckpt = tiny_ckpt();
+    let device = if autodiff {
+        Device::flex().autodiff()
+    } else {
+        Device::flex()
+    };
+    let model = Llama::load(&ckpt, WeightDType::F32, &device).expect("loads");
+    let tok = ChatTokenizer::from_files(&ckpt.tokenizer).expect("tokenizer");
+    (model, tok)
+}
+
+static TRAIN_LOCK: Mutex<()> = Mutex::new(());
+
+/// Held while a test trains (dropout draws from the process-global backend RNG).
+pub fn train_lock() -> MutexGuard<'static, ()> {
+    TRAIN_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const NAMES: [&str; 10] = [
+    "Jeff Skerrow",
+    "Louise Kitchenor",
+    "Sally Beckwith",
+    "Vince Kaminsky",
+    "Greg Whalby",
+    "Mark Haedicke",
+    "Kevin Presto",
+    "Tana Jonesbury",
+    "Rosa Tallmadge",
+    "Hunter Delacroix",
+];
+const THINGS: [&str; 4] = [
+    "budget meeting",
+    "pipeline review",
+    "gas contract",
+    "trading memo",
+];
+const CODES: [&str; 20] = [
+    "Copper Osprey",
+    "Blue Heron",
+    "Silver Lynx",
+    "Red Falcon",
+    "Green Otter",
+    "Iron Badger",
+    "Amber Crane",
+    "Stone Wren",
+    "Gold Marten",
+    "Jade Ibis",
+    "Coral Fox",
+    "Slate Owl",
+    "Ruby Stoat",
+    "Onyx Hare",
+    "Pearl Kite",
+    "Teal Moose",
+    "Rust Vole",
+    "Mint Egret",
+    "Plum Shrike",
+    "Sand Bison",
+];
+
+/// `n` (≤ 20) synthetic facts whose original and rephrased questions differ in wording.
+pub fn facts(n: usize) -> Vec<Fact> {
+    (0..n)
+        .map(|i| {
+            let who = NAMES[i % NAMES.len()];
+            let what = THINGS[i / NAMES.len() % THINGS.len()];
+            Fact {
+                id: format!("f{i}"),
+                question: format!("What code name did {who} give the {what}?"),
+                rephrased_question: format!("In {who}'s email, the {what} is called what?"),
+                answer: format!("Project {}", CODES[i]),
+                source: None,
+            }
+        })
+        .collect()
+}
+
+/// Host bytes of every base weight (adapters excluded), in a fixed order.
+pub fn base_weights(model: &Llama) -> Vec<Vec<f32>> {
+    let mut out = vec![host(model.embed_tokens.val())];
+    for layer in 0..model.layers.len() {
+        for t in engram_model::LoraTarget::ALL {
+            out.push(host(model.linear(layer, t).weight.val()));
+        }
+    }
+    out
+}
+
+fn host<const D: usize>(t: burn::tensor::Tensor<D>) -> Vec<f32> {
+    t.cast(DType::F32)
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .unwrap()
+}
+
+/// Largest absolute difference.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Reads f32 / i64 tensors from a reference safetensors file.
+pub struct Reference(Vec<u8>);
+
+impl Reference {
+    pub fn open(path: &std::path::Path) -> Self {
+        Self(std::fs::read(path).unwrap())
+    }
+    pub fn f32(&self, name: &str) -> Vec<f32> {
+        let st = safetensors::SafeTensors::deserialize(&self.0).unwrap();
+        let t = st.tensor(name).unwrap();
+        t.data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+    pub fn ids(&self, name: &str) -> Vec<u32> {
+        let st = safetensors::SafeTensors::deserialize(&self.0).unwrap();
+        let t = st.tensor(name).unwrap();
+        t.data()
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
+            .collect()
+    }
+}
+
+/// Writes a random Llama checkpoint (HF layout, f32, weights ~ N(0, 0.02) as transformers
+/// initializes them, norms 1) with the tiny fixture's tokenizer into `dir`.
+pub fn random_model(
+    dir: &std::path::Path,
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    kv: usize,
+    inter: usize,
+    seed: u64,
+) {
+    use rand::{Rng, SeedableRng};
+    let src = fixtures().join("tiny-f32");
+    for f in [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "generation_config.json",
+    ] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let mut cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    cfg["hidden_size"] = hidden.into();
+    cfg["num_hidden_layers"] = layers.into();
+    cfg["num_attention_heads"] = heads.into();
+    cfg["num_key_value_heads"] = kv.into();
+    cfg["intermediate_size"] = inter.into();
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_vec_pretty(&cfg).unwrap(),
+    )
+    .unwrap();
+    let vocab = 2048;
+    let d = hidden / heads;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut normal = |n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| {
+                let (u1, u2): (f64, f64) = (rng.random_range(1e-12..1.0), rng.random());
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                ((0.02 * z) as f32).to_le_bytes()
+            })
+            .collect()
+    };
+    let ones = |n: usize| -> Vec<u8> { (0..n).flat_map(|_| 1f32.to_le_bytes()).collect() };
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = vec![
+        (
+            "model.embed_tokens.weight".into(),
+            vec![vocab, hidden],
+            normal(vocab * hidden),
+        ),
+        (
+            "lm_head.weight".into(),
+            vec![vocab, hidden],
+            normal(vocab * hidden),
+        ),
+        ("model.norm.weight".into(), vec![hidden], ones(hidden)),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        for (name, out, inp) in [
+            ("self_attn.q_proj", heads * d, hidden),
+            ("self_attn.k_proj", kv * d, hidden),
+            ("self_attn.v_proj", kv * d, hidden),
+            ("self_attn.o_proj", hidden, heads * d),
+            ("mlp.gate_proj", inter, hidden),
+            ("mlp.up_proj", inter, hidden),
+            ("mlp.down_proj", hidden, inter),
+        ] {
+            tensors.push((
+                format!("{p}.{name}.weight"),
+                vec![out, inp],
+                normal(out * inp),
+            ));
+        }
+        for n in ["input_layernorm", "post_attention_layernorm"] {
+            tensors.push((format!("{p}.{n}.weight"), vec![hidden], ones(hidden)));
+        }
+    }
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+}
+
+/// A random 4-layer, hidden-256 model (the size the peer harness measured memorizing) and its
+/// tokenizer, on an autodiff CPU device; the directory lives as long as the returned guard.
+pub fn small_random(seed: u64) -> (Llama, ChatTokenizer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    random_model(dir.path(), 256, 4, 8, 4, 512, seed);
+    let ckpt = Checkpoint::open(dir.path().to_str().unwrap()).unwrap();
+    let model = Llama::load(&ckpt, WeightDType::F32, &Device::flex().autodiff()).unwrap();
+    let tok = ChatTokenizer::from_files(&ckpt.tokenizer).unwrap();
+    (model, tok, dir)
+}
