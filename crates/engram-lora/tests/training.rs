@@ -32,11 +32,11 @@ fn memorizes_twenty_facts_and_leaves_the_base_untouched() {
     let trainer = Trainer {
         tokenizer: &tok,
         lora: lora.clone(),
-        // Constant lr, no warm-up: the budget is small.
+        // Constant lr without warm-up: the budget is small.
         train: TrainConfig {
-            decay: false,
             warmup_epochs: 0.0,
-            ..quick(60, 2e-3)
+            decay: false,
+            ..quick(50, 2e-3)
         },
         base_model: "tiny-f32".into(),
     };
@@ -50,11 +50,9 @@ fn memorizes_twenty_facts_and_leaves_the_base_untouched() {
     for k in 1..4 {
         assert!(quarter(k) < quarter(k - 1), "quarter {k}: {losses:?}");
     }
-    assert!(losses[losses.len() - 1] < 0.5 * losses[0], "{losses:?}");
+    assert!(losses[losses.len() - 1] < 0.1 * losses[0], "{losses:?}");
 
-    // Exact match on the training (rephrased) prompts. Issue 3 asks for ≥ 95 % within the test's
-    // budget; this random 3.7 M-parameter model is at 1/20 after 60 epochs (see the
-    // issue's note), so the figure is printed and only a floor is asserted.
+    // ≥ 95 % exact match on the training (rephrased) prompts.
     let questions: Vec<String> = facts.iter().map(|f| f.rephrased_question.clone()).collect();
     let cfg = AnswerConfig {
         batch_size: 8,
@@ -74,7 +72,7 @@ fn memorizes_twenty_facts_and_leaves_the_base_untouched() {
             f.rephrased_question, a.text, f.answer
         );
     }
-    assert!(hits >= 1, "{hits}/20");
+    assert!(hits >= 19, "{hits}/20");
 
     // The base weights are bit-identical; the optimizer holds state for the adapters only
     // (two moments for each A and B).

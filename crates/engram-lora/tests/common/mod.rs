@@ -152,7 +152,9 @@ impl Reference {
 }
 
 /// Writes a random Llama checkpoint (HF layout, f32, weights ~ N(0, 0.02) as transformers
-/// initializes them, norms 1) with the tiny fixture's tokenizer into `dir`.
+/// initializes them, `lm_head` ~ N(0, 0.08) as `../shared/peers/make_tiny_llama.py` does — with
+/// frozen unit norms a 0.02 head caps the logits near ±5, and no adapter can memorize past
+/// that — norms 1) with the tiny fixture's tokenizer into `dir`.
 pub fn random_model(
     dir: &std::path::Path,
     hidden: usize,
@@ -187,12 +189,12 @@ pub fn random_model(
     let vocab = 2048;
     let d = hidden / heads;
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut normal = |n: usize| -> Vec<u8> {
+    let mut normal_std = |n: usize, std: f64| -> Vec<u8> {
         (0..n)
             .flat_map(|_| {
                 let (u1, u2): (f64, f64) = (rng.random_range(1e-12..1.0), rng.random());
                 let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                ((0.02 * z) as f32).to_le_bytes()
+                ((std * z) as f32).to_le_bytes()
             })
             .collect()
     };
@@ -201,12 +203,12 @@ pub fn random_model(
         (
             "model.embed_tokens.weight".into(),
             vec![vocab, hidden],
-            normal(vocab * hidden),
+            normal_std(vocab * hidden, 0.02),
         ),
         (
             "lm_head.weight".into(),
             vec![vocab, hidden],
-            normal(vocab * hidden),
+            normal_std(vocab * hidden, 0.08),
         ),
         ("model.norm.weight".into(), vec![hidden], ones(hidden)),
     ];
@@ -224,7 +226,7 @@ pub fn random_model(
             tensors.push((
                 format!("{p}.{name}.weight"),
                 vec![out, inp],
-                normal(out * inp),
+                normal_std(out * inp, 0.02),
             ));
         }
         for n in ["input_layernorm", "post_attention_layernorm"] {
