@@ -74,10 +74,11 @@ fn write_json(path: &Path, v: &Value) -> Result<()> {
 }
 
 /// Writes `base` with `adapter` folded in to `out` (which must not exist or be empty). Returns
-/// the number of shards written.
+/// the number of shards written. Without an adapter this converts any readable checkpoint (e.g.
+/// a GGUF file, dequantized) into an HF directory.
 pub fn merge_to_hf(
     base: &Checkpoint,
-    adapter: &PeftAdapter,
+    adapter: Option<&PeftAdapter>,
     out: &Path,
     shard_bytes: usize,
     device: &Device,
@@ -100,13 +101,15 @@ pub fn merge_to_hf(
     std::fs::create_dir_all(&tmp).map_err(LoraError::io(&tmp))?;
     let src = base.tensors.as_ref();
     let mut by_weight = BTreeMap::new();
-    for f in &adapter.factors {
+    let factors = adapter.map_or(&[][..], |a| &a.factors[..]);
+    let adapter_path = adapter.map(|a| a.path.clone()).unwrap_or_default();
+    for f in factors {
         let name = format!("model.layers.{}.{}.weight", f.layer, f.target.path());
         match src.info(&name) {
             Some(info) if info.shape == [f.d_out, f.d_in] => {}
             Some(info) => {
                 return Err(LoraError::adapter(
-                    &adapter.path,
+                    &adapter_path,
                     format!(
                         "{name} is {:?} in {}, the adapter expects [{}, {}]",
                         info.shape,
@@ -118,14 +121,14 @@ pub fn merge_to_hf(
             }
             None => {
                 return Err(LoraError::adapter(
-                    &adapter.path,
+                    &adapter_path,
                     format!("adapts {name}, which {} does not have", src.origin()),
                 ));
             }
         }
         by_weight.insert(name, f);
     }
-    let scaling = adapter.config.scaling();
+    let scaling = adapter.map_or(1.0, |a| a.config.scaling());
     let mut names = src.names();
     names.sort();
     // Group tensors into shards by stored size.

@@ -307,6 +307,9 @@ impl Trainer<'_> {
             atomic::write_file(&record_path, &serde_json::to_vec_pretty(r).expect("json"))
         };
 
+        if t.progress {
+            eprintln!("{}", model.trainable_parameters_line());
+        }
         let bar = if t.progress {
             let b = ProgressBar::new(schedule.total as u64);
             b.set_style(

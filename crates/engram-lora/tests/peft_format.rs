@@ -114,7 +114,7 @@ fn merge_writes_an_hf_checkpoint_with_the_adapter_folded_in() {
     // A small shard limit forces several shards and an index.
     let shards = engram_lora::merge_to_hf(
         &common::tiny_ckpt(),
-        &adapter,
+        Some(&adapter),
         &out,
         400_000,
         &burn::tensor::Device::flex(),
@@ -136,7 +136,7 @@ fn merge_writes_an_hf_checkpoint_with_the_adapter_folded_in() {
     // A non-empty destination is refused rather than overwritten.
     let e = engram_lora::merge_to_hf(
         &common::tiny_ckpt(),
-        &adapter,
+        Some(&adapter),
         &out,
         400_000,
         &burn::tensor::Device::flex(),

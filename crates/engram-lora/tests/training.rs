@@ -247,3 +247,45 @@ fn bad_settings_are_named() {
     let e = run(LoraConfig::new(2), quick(1, 1e-3), empty_answer, true);
     assert!(e.contains("fact `f1`") && e.contains("empty answer"), "{e}");
 }
+
+#[test]
+fn ranks_above_full_rank_and_bf16_bases_train() {
+    let _g = train_lock();
+    let (_, tok) = tiny(false);
+    // Rank 128 exceeds every layer's full rank (hidden 64, kv 32): allowed, as in PEFT.
+    let ckpt = common::tiny_ckpt();
+    for dtype in [
+        engram_model::WeightDType::F32,
+        engram_model::WeightDType::BF16,
+    ] {
+        let device = burn::tensor::Device::flex().autodiff();
+        let model = engram_model::Llama::load(&ckpt, dtype, &device).unwrap();
+        let before = base_weights(&model);
+        let trainer = Trainer {
+            tokenizer: &tok,
+            lora: LoraConfig::new(128),
+            train: TrainConfig {
+                checkpoints: false,
+                ..quick(2, 1e-3)
+            },
+            base_model: "tiny-f32".into(),
+        };
+        let out = tempfile::tempdir().unwrap();
+        let done = trainer.run(model, &facts(4), out.path(), false).unwrap();
+        assert!(done.record.epochs.iter().all(|e| e.loss.is_finite()));
+        assert_eq!(base_weights(&done.model), before, "{dtype:?} base changed");
+        for (_, _, ad) in done.model.adapters() {
+            assert_eq!(ad.rank(), 128);
+            assert_eq!(ad.lora_a.val().dtype(), burn::tensor::DType::F32);
+            assert_eq!(ad.lora_b.val().dtype(), burn::tensor::DType::F32);
+        }
+        let first = done.model.adapters()[0].2;
+        if dtype == engram_model::WeightDType::BF16 {
+            assert_eq!(
+                done.model.linear(0, LoraTarget::Q).weight.val().dtype(),
+                burn::tensor::DType::BF16
+            );
+        }
+        assert!(first.lora_b.val().abs().sum().into_scalar::<f32>() > 0.0);
+    }
+}

@@ -15,6 +15,8 @@ use crate::loaded::ModelArgs;
 pub enum BenchCommand {
     /// Prefill and decode tokens/s of greedy generation, vs transformers on the same machine.
     Generate(GenerateBenchArgs),
+    /// LoRA training tokens/s, time per epoch and peak memory, vs PEFT on the same machine.
+    Train(crate::commands::bench_train::TrainBenchArgs),
 }
 
 /// Arguments of `engram bench generate`.
@@ -78,6 +80,7 @@ impl Figures {
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Generate(a) => generate_bench(a),
+        BenchCommand::Train(a) => crate::commands::bench_train::run(a),
     }
 }
 

@@ -34,7 +34,7 @@ pub fn run(a: MergeArgs) -> Result<()> {
     let device = device_from_name(&a.backend)?;
     let ckpt = Checkpoint::open(&a.model)?;
     let adapter = load_adapter(&a.adapter)?;
-    let shards = engram_lora::merge_to_hf(&ckpt, &adapter, &a.out, a.shard_bytes, &device)?;
+    let shards = engram_lora::merge_to_hf(&ckpt, Some(&adapter), &a.out, a.shard_bytes, &device)?;
     eprintln!(
         "merged {} (rank {}, {} adapted layers) into {} → {} ({shards} shard{})",
         a.adapter.display(),

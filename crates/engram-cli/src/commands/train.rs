@@ -136,7 +136,6 @@ pub fn run(a: TrainArgs) -> Result<()> {
     let done = trainer
         .run(loaded.model, &facts, &a.out, a.resume)
         .with_context(|| format!("training into {}", a.out.display()))?;
-    eprintln!("{}", done.model.trainable_parameters_line());
     let last = done.record.epochs.last();
     eprintln!(
         "wrote {} (final loss {:.4})",

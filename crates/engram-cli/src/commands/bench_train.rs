@@ -1,0 +1,221 @@
+//! `engram bench train`: LoRA training throughput (tokens/s, padding excluded), time per epoch
+//! and peak memory at several ranks, beside PEFT's (`../shared/peers/peft_train.py`) on the same
+//! checkpoint, facts, batch size and thread count, measured in the same run. Each side trains in
+//! its own child process so that peak RSS is per run (`wait4`'s `ru_maxrss`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use engram_checkpoint::Checkpoint;
+
+/// Arguments of `engram bench train`.
+#[derive(Args, Debug)]
+pub struct TrainBenchArgs {
+    /// The model (directory, .gguf, alias or hub id).
+    #[arg(long, short = 'm', default_value = "smollm2-135m-instruct")]
+    pub model: String,
+    /// Compute backend for engram.
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
+    /// Facts to train on.
+    #[arg(long, default_value = "tests/fixtures/facts/synthetic-20.jsonl")]
+    pub facts: PathBuf,
+    /// Ranks to measure.
+    #[arg(long, value_delimiter = ',', default_value = "8,64,256")]
+    pub ranks: Vec<usize>,
+    /// Batch size.
+    #[arg(long, default_value_t = 8)]
+    pub batch: usize,
+    /// Epochs per run (the first is excluded from the median when there are several).
+    #[arg(long, default_value_t = 2)]
+    pub epochs: usize,
+    /// Python with torch + transformers + peft for the peer (`none` to skip).
+    #[arg(long, env = "ENGRAM_PEER_PYTHON", default_value = "python3")]
+    pub peer_python: String,
+    /// The peer script.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/peers/peft_train.py"))]
+    pub peer_script: PathBuf,
+    /// Threads for the peer (engram's CPU backend uses every core).
+    #[arg(long, default_value_t = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))]
+    pub threads: usize,
+}
+
+/// Figures of one training run.
+#[derive(Debug, Clone, Copy)]
+struct RunFigures {
+    tokens_per_s: f64,
+    epoch_secs: f64,
+    peak_rss_mb: f64,
+}
+
+/// Runs `cmd` to completion and returns its peak resident set (MB), from `wait4`.
+fn run_measured(mut cmd: Command, what: &str) -> Result<f64> {
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {what}"))?;
+    let pid = child.id() as libc::pid_t;
+    let mut stderr = child.stderr.expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our own un-waited child; status and usage are valid out-pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let err = reader.join().unwrap_or_default();
+    if r < 0 {
+        bail!("waiting for {what}: {}", std::io::Error::last_os_error());
+    }
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        let tail: Vec<&str> = err.lines().rev().take(5).collect();
+        bail!(
+            "{what} failed: {}",
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        );
+    }
+    Ok(usage.ru_maxrss as f64 / 1024.0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[v.len() / 2]
+}
+
+/// Drops the first epoch (allocation, warm-up) when there are several.
+fn steady(v: Vec<f64>) -> Vec<f64> {
+    if v.len() > 1 { v[1..].to_vec() } else { v }
+}
+
+fn engram_run(a: &TrainBenchArgs, rank: usize, dir: &Path) -> Result<RunFigures> {
+    let out = dir.join(format!("engram-r{rank}"));
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args([
+        "train",
+        "--model",
+        &a.model,
+        "--backend",
+        &a.backend,
+        "--facts",
+    ])
+    .arg(&a.facts)
+    .arg("--out")
+    .arg(&out)
+    .args([
+        "--rank",
+        &rank.to_string(),
+        "--epochs",
+        &a.epochs.to_string(),
+    ])
+    .args(["--batch-size", &a.batch.to_string(), "--lr", "1e-4"])
+    .args(["--warmup-epochs", "0", "--constant-lr", "--no-checkpoints"]);
+    let peak = run_measured(cmd, "engram train")?;
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("train_record.json"))?)?;
+    let epochs = rec["epochs"].as_array().cloned().unwrap_or_default();
+    let get = |k: &str| -> Vec<f64> { epochs.iter().filter_map(|e| e[k].as_f64()).collect() };
+    Ok(RunFigures {
+        tokens_per_s: median(steady(get("tokens_per_s"))),
+        epoch_secs: median(steady(get("seconds"))),
+        peak_rss_mb: peak,
+    })
+}
+
+fn peer_run(a: &TrainBenchArgs, hf_dir: &Path, rank: usize, dir: &Path) -> Result<RunFigures> {
+    let log = dir.join(format!("peft-r{rank}.json"));
+    let mut cmd = Command::new(&a.peer_python);
+    cmd.arg(&a.peer_script)
+        .arg(hf_dir)
+        .arg(&a.facts)
+        .args([
+            "--rank",
+            &rank.to_string(),
+            "--epochs",
+            &a.epochs.to_string(),
+        ])
+        .args(["--batch", &a.batch.to_string(), "--lr", "1e-4", "--no-eval"])
+        .args(["--threads", &a.threads.to_string()])
+        .arg("--out")
+        .arg(dir.join(format!("peft-r{rank}")))
+        .arg("--log-json")
+        .arg(&log);
+    let peak = run_measured(cmd, "peft_train.py")?;
+    let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&log)?)?;
+    let epochs = rec["epochs"].as_array().cloned().unwrap_or_default();
+    let get = |k: &str| -> Vec<f64> { epochs.iter().filter_map(|e| e[k].as_f64()).collect() };
+    Ok(RunFigures {
+        tokens_per_s: median(steady(get("tokens_per_s"))),
+        epoch_secs: median(steady(get("seconds"))),
+        peak_rss_mb: peak,
+    })
+}
+
+/// Runs `engram bench train`.
+pub fn run(a: TrainBenchArgs) -> Result<()> {
+    let facts = engram_facts::read_facts(&a.facts)?;
+    let work = tempfile::tempdir()?;
+    // The peer reads an HF directory: the same checkpoint, written out (GGUF dequantized).
+    let peer = if a.peer_python == "none" {
+        None
+    } else {
+        let ckpt = Checkpoint::open(&a.model)?;
+        let hf = work.path().join("hf");
+        engram_lora::merge_to_hf(
+            &ckpt,
+            None,
+            &hf,
+            engram_lora::merge::DEFAULT_SHARD_BYTES,
+            &burn::tensor::Device::flex(),
+        )?;
+        Some(hf)
+    };
+    println!(
+        "engram bench train: {} on {}, {} facts, batch {}, {} epochs per run (median of epochs 2..), peer threads {}",
+        a.model,
+        a.backend,
+        facts.len(),
+        a.batch,
+        a.epochs,
+        a.threads
+    );
+    println!(
+        "{:>5}  {:>11} {:>11} {:>7}  {:>9} {:>9}  {:>10} {:>10}",
+        "rank", "tok/s", "peft tok/s", "ratio", "s/epoch", "peft s/ep", "peak MB", "peft MB"
+    );
+    for &rank in &a.ranks {
+        let ours = engram_run(&a, rank, work.path())?;
+        let theirs = match &peer {
+            Some(hf) => peer_run(&a, hf, rank, work.path()),
+            None => Err(anyhow::anyhow!("skipped (--peer-python none)")),
+        };
+        match &theirs {
+            Ok(p) => println!(
+                "{rank:>5}  {:>11.1} {:>11.1} {:>6.2}x  {:>9.1} {:>9.1}  {:>10.0} {:>10.0}",
+                ours.tokens_per_s,
+                p.tokens_per_s,
+                ours.tokens_per_s / p.tokens_per_s,
+                ours.epoch_secs,
+                p.epoch_secs,
+                ours.peak_rss_mb,
+                p.peak_rss_mb
+            ),
+            Err(e) => println!(
+                "{rank:>5}  {:>11.1} {:>11} {:>7}  {:>9.1} {:>9}  {:>10.0} {:>10}   (peer: {e:#})",
+                ours.tokens_per_s, "-", "-", ours.epoch_secs, "-", ours.peak_rss_mb, "-"
+            ),
+        }
+    }
+    println!(
+        "(ratio = engram / PEFT train tokens/s, padding excluded; peak = max RSS of each run's process)"
+    );
+    Ok(())
+}
