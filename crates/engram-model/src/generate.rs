@@ -6,6 +6,7 @@ use std::time::Instant;
 use burn::tensor::{DType, Tensor};
 
 use crate::error::{ModelError, Result};
+use crate::kv_cache::KvCache;
 use crate::llama::Llama;
 use crate::sampling::{Sampler, Sampling};
 
@@ -82,29 +83,86 @@ pub fn generate(model: &Llama, prompts: &[Vec<u32>], cfg: &GenerationConfig) -> 
             "a prompt has {longest} tokens, more than the model's context window of {window}"
         )));
     }
-    let budget = cfg.max_new_tokens.min(window - longest);
     let pad_id = cfg.stop_ids.first().copied().unwrap_or(0);
     let pads: Vec<usize> = prompts.iter().map(|p| longest - p.len()).collect();
-    let rows: Vec<Vec<u32>> = prompts
-        .iter()
+    let rows = left_pad(prompts, longest, pad_id);
+    let cache = model.new_cache(pads);
+    let prefill_tokens = prompts.iter().map(Vec::len).sum();
+    decode(model, cache, rows, longest, prefill_tokens, cfg)
+}
+
+fn left_pad(rows: &[Vec<u32>], len: usize, pad_id: u32) -> Vec<Vec<u32>> {
+    rows.iter()
         .map(|p| {
-            let mut r = vec![pad_id; longest - p.len()];
+            let mut r = vec![pad_id; len - p.len()];
             r.extend_from_slice(p);
             r
         })
-        .collect();
+        .collect()
+}
+
+/// Generates continuations of `prefix + suffixes[i]` for every `i`, reusing `prefix_cache` (the
+/// cache of the shared prefix, from [`Llama::prefill`]) instead of prefilling the prefix once per
+/// row. Suffixes are left-padded after the prefix and the padding masked, so each row computes
+/// what [`generate`] computes on its full prompt.
+pub fn generate_after_prefix(
+    model: &Llama,
+    prefix_cache: &KvCache,
+    suffixes: &[Vec<u32>],
+    cfg: &GenerationConfig,
+) -> Result<Generation> {
+    if suffixes.is_empty() {
+        return Ok(Generation::default());
+    }
+    if let Some(i) = suffixes.iter().position(Vec::is_empty) {
+        return Err(ModelError::Generation(format!("suffix #{i} is empty")));
+    }
+    if prefix_cache.batch() != 1 || prefix_cache.pads[0] != 0 {
+        return Err(ModelError::Generation(
+            "a shared prefix cache must hold one unpadded row".into(),
+        ));
+    }
+    let longest = suffixes.iter().map(Vec::len).max().unwrap_or(0);
+    let used = prefix_cache.len + longest;
+    let window = model.config.max_position_embeddings;
+    if used > window {
+        return Err(ModelError::Generation(format!(
+            "prefix + question is {used} tokens, more than the model's context window of {window}"
+        )));
+    }
+    let pad_id = cfg.stop_ids.first().copied().unwrap_or(0);
+    let mut cache = prefix_cache.repeat(suffixes.len());
+    cache.pads = suffixes.iter().map(|p| longest - p.len()).collect();
+    cache.pad_start = prefix_cache.len;
+    let rows = left_pad(suffixes, longest, pad_id);
+    let prefill_tokens = suffixes.iter().map(Vec::len).sum();
+    decode(model, cache, rows, used, prefill_tokens, cfg)
+}
+
+/// Prefills `rows` into `cache` (which fixes their padding) and decodes; `used` is the slots
+/// the prompts take.
+fn decode(
+    model: &Llama,
+    mut cache: KvCache,
+    rows: Vec<Vec<u32>>,
+    used: usize,
+    prefill_tokens: usize,
+    cfg: &GenerationConfig,
+) -> Result<Generation> {
+    let budget = cfg
+        .max_new_tokens
+        .min(model.config.max_position_embeddings - used);
     let mut sampler = Sampler::new(cfg.sampling.clone());
-    let b = prompts.len();
+    let b = rows.len();
     let mut out = Generation {
         tokens: vec![Vec::new(); b],
         stopped: vec![false; b],
-        prefill_tokens: prompts.iter().map(Vec::len).sum(),
+        prefill_tokens,
         ..Default::default()
     };
     if budget == 0 {
         return Ok(out);
     }
-    let mut cache = model.new_cache(pads);
     let t0 = Instant::now();
     let mut hidden = model.step(&rows, &mut cache);
     let mut t_decode = None;

@@ -37,8 +37,10 @@ pub struct KvCache {
     pub layers: Vec<LayerCache>,
     /// Slots filled so far (same for every row).
     pub len: usize,
-    /// Leading padding slots of each row (left padding).
+    /// Padding slots of each row, starting at slot `pad_start`.
     pub pads: Vec<usize>,
+    /// First padding slot (0 for left padding; the prefix length after a shared prefix).
+    pub pad_start: usize,
 }
 
 impl KvCache {
@@ -48,6 +50,7 @@ impl KvCache {
             layers: vec![LayerCache::default(); layers],
             len: 0,
             pads,
+            pad_start: 0,
         }
     }
 
@@ -56,7 +59,7 @@ impl KvCache {
         self.pads.len()
     }
 
-    /// Repeats a batch-1 cache `n` times along the batch (for questions sharing one prefix).
+    /// Repeats a batch-1, unpadded cache `n` times along the batch (rows sharing one prefix).
     pub fn repeat(&self, n: usize) -> Self {
         assert_eq!(self.batch(), 1, "only a batch-1 cache can be repeated");
         Self {
@@ -70,6 +73,7 @@ impl KvCache {
                 .collect(),
             len: self.len,
             pads: vec![self.pads[0]; n],
+            pad_start: self.pad_start,
         }
     }
 }

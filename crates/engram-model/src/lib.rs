@@ -26,7 +26,7 @@ pub use burn;
 pub use config::{LlamaConfig, RopeScaling};
 pub use device::{available_backends, device_from_name};
 pub use error::{ModelError, Result};
-pub use generate::{Generation, GenerationConfig, generate};
+pub use generate::{Generation, GenerationConfig, generate, generate_after_prefix};
 pub use kv_cache::KvCache;
 pub use llama::Llama;
 pub use load::WeightDType;

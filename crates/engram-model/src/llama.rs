@@ -7,7 +7,7 @@ use crate::block::DecoderLayer;
 use crate::config::LlamaConfig;
 use crate::kv_cache::KvCache;
 use crate::linear::Linear;
-use crate::mask::attention_mask;
+use crate::mask::{attention_mask, attention_mask_from};
 use crate::norm::RmsNorm;
 use crate::rope::Rotary;
 
@@ -90,19 +90,24 @@ impl Llama {
         self.logits(hidden)
     }
 
-    /// Runs `rows` (right-aligned: row `b` starts with `pads[b]` padding slots) through the model,
-    /// appending to `cache`, and returns the hidden state of the last slot of each row,
+    /// Runs `rows` through the model, appending to `cache` (whose `pads`/`pad_start` say which
+    /// slots are padding), and returns the hidden state of the last slot of each row,
     /// `[batch, hidden]`.
     pub fn step(&self, rows: &[Vec<u32>], cache: &mut KvCache) -> Tensor<2> {
         let device = self.device();
         let t = rows.first().map_or(0, Vec::len);
         let start = cache.len;
+        let ps = cache.pad_start;
         let positions: Vec<Vec<usize>> = cache
             .pads
             .iter()
-            .map(|&p| (start..start + t).map(|s| s.saturating_sub(p)).collect())
+            .map(|&p| {
+                (start..start + t)
+                    .map(|s| if s < ps { s } else { s.saturating_sub(p) })
+                    .collect()
+            })
             .collect();
-        let mask = attention_mask(&cache.pads, start, t, &device);
+        let mask = attention_mask_from(&cache.pads, ps, start, t, &device);
         let hidden = self.forward_hidden(
             ids_tensor(rows, &device),
             &positions,
@@ -112,6 +117,15 @@ impl Llama {
         cache.len += t;
         let [b, _, h] = hidden.dims();
         hidden.narrow(1, t - 1, 1).reshape([b, h])
+    }
+
+    /// The cache of one unpadded prompt (e.g. a prefix shared by many questions).
+    pub fn prefill(&self, prompt: &[u32]) -> KvCache {
+        let mut cache = self.new_cache(vec![0]);
+        if !prompt.is_empty() {
+            self.step(&[prompt.to_vec()], &mut cache);
+        }
+        cache
     }
 
     /// A fresh cache for a batch with the given left padding.

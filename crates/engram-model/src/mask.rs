@@ -1,4 +1,6 @@
-//! Attention masks (true = masked) for causal attention over left-padded rows.
+//! Attention masks (true = masked) for causal attention over padded rows. Padding is a run of
+//! slots per row starting at a common slot `pad_start`: 0 for left-padded prompts, the prefix
+//! length when rows share a cached prefix and their own suffixes are left-padded after it.
 
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 
@@ -11,6 +13,17 @@ pub fn attention_mask(
     t: usize,
     device: &Device,
 ) -> Option<Tensor<4, Bool>> {
+    attention_mask_from(pads, 0, start, t, device)
+}
+
+/// As [`attention_mask`], with each row's padding at slots `pad_start .. pad_start + pads[b]`.
+pub fn attention_mask_from(
+    pads: &[usize],
+    pad_start: usize,
+    start: usize,
+    t: usize,
+    device: &Device,
+) -> Option<Tensor<4, Bool>> {
     let s = start + t;
     let any_pad = pads.iter().any(|&p| p > 0);
     if t == 1 && !any_pad {
@@ -19,12 +32,13 @@ pub fn attention_mask(
     let b = pads.len();
     let mut m = Vec::with_capacity(b * t * s);
     for &pad in pads {
+        let in_pad = |x: usize| x >= pad_start && x < pad_start + pad;
         for q in 0..t {
             let qpos = start + q;
             for k in 0..s {
                 // A padding query row would have every key masked: let it see itself, so that
                 // softmax stays finite (its output is never used).
-                let masked = k > qpos || (k < pad && !(qpos < pad && k == qpos));
+                let masked = k > qpos || (in_pad(k) && !(in_pad(qpos) && k == qpos));
                 m.push(masked);
             }
         }
@@ -54,5 +68,17 @@ mod tests {
             .try_into_vec::<bool>()
             .unwrap();
         assert_eq!(d, vec![true, false, false, false]);
+        // Shared prefix of 2 slots, then one padding slot for row 1.
+        let g: Vec<bool> = attention_mask_from(&[0, 1], 2, 2, 2, &dev)
+            .unwrap()
+            .into_data()
+            .try_into_vec::<bool>()
+            .unwrap();
+        #[rustfmt::skip]
+        let want = vec![
+            false, false, false, true,   false, false, false, false,
+            false, false, false, true,   false, false, true, false,
+        ];
+        assert_eq!(g, want);
     }
 }

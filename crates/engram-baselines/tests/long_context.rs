@@ -1,0 +1,101 @@
+//! Long context: prefix-cached answers equal the per-question prompts' answers; NA past the
+//! window; named errors for empty input.
+
+use std::path::PathBuf;
+
+use burn::tensor::Device;
+use engram_baselines::{LongContext, LongContextConfig, long_context_answers, naive_answers};
+use engram_checkpoint::Checkpoint;
+use engram_facts::Fact;
+use engram_model::{Llama, WeightDType};
+use engram_tokenizer::ChatTokenizer;
+
+fn tiny() -> (Llama, ChatTokenizer) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-f32");
+    let ckpt = Checkpoint::open(dir.to_str().unwrap()).unwrap();
+    let model = Llama::load(&ckpt, WeightDType::F32, &Device::flex()).unwrap();
+    (model, ChatTokenizer::from_files(&ckpt.tokenizer).unwrap())
+}
+
+fn facts() -> Vec<Fact> {
+    (0..8)
+        .map(|i| Fact {
+            id: format!("f{i}"),
+            question: format!("Which room hosts meeting number {i}?"),
+            rephrased_question: format!("Meeting {i} takes place in which room?"),
+            answer: format!("Room {}", 100 + 7 * i),
+            source: None,
+        })
+        .collect()
+}
+
+fn cfg(tok: &ChatTokenizer, model: &Llama) -> LongContextConfig {
+    LongContextConfig {
+        batch_size: 3,
+        max_new_tokens: 12,
+        stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+        context_cap: None,
+    }
+}
+
+#[test]
+fn prefix_cached_answers_equal_per_question_answers() {
+    let (model, tok) = tiny();
+    let facts = facts();
+    // Questions of different lengths, so suffixes are padded after the shared prefix.
+    let mut questions: Vec<String> = facts.iter().map(|f| f.question.clone()).collect();
+    questions
+        .push("And the longest question of all, about meeting number three, where is it?".into());
+    let c = cfg(&tok, &model);
+    let shared = long_context_answers(&model, &tok, &facts, &questions, &c).unwrap();
+    let (naive, _) = naive_answers(&model, &tok, &facts, &questions, &c).unwrap();
+    let LongContext::Answered {
+        answers,
+        prefix_tokens,
+        prefill_tokens,
+        naive_prefill_tokens,
+        ..
+    } = shared
+    else {
+        panic!("the facts fit the tiny model's window");
+    };
+    assert_eq!(answers, naive);
+    assert!(answers.iter().any(|a| a.tokens > 0));
+    eprintln!(
+        "prefix {prefix_tokens} tokens; prefill {prefill_tokens} vs naive {naive_prefill_tokens}"
+    );
+    assert!(prefix_tokens > 100);
+    assert!(prefill_tokens * 4 < naive_prefill_tokens);
+}
+
+#[test]
+fn too_many_facts_is_na_not_an_error() {
+    let (model, tok) = tiny();
+    let facts = facts();
+    let questions = vec![facts[0].question.clone()];
+    let c = LongContextConfig {
+        context_cap: Some(64),
+        ..cfg(&tok, &model)
+    };
+    match long_context_answers(&model, &tok, &facts, &questions, &c).unwrap() {
+        LongContext::NotApplicable { needed, window } => {
+            assert_eq!(window, 64);
+            assert!(needed > 64);
+        }
+        other => panic!("expected NA, got {other:?}"),
+    }
+}
+
+#[test]
+fn empty_inputs_are_named() {
+    let (model, tok) = tiny();
+    let c = cfg(&tok, &model);
+    let e = long_context_answers(&model, &tok, &[], &["Q?".to_string()], &c)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fact set is empty"), "{e}");
+    let e = long_context_answers(&model, &tok, &facts(), &[], &c)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no questions"), "{e}");
+}
