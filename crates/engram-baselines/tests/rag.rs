@@ -1,0 +1,85 @@
+//! RAG: BM25 finds the source fact of exact-copy questions; answers come back for every
+//! question; bad settings are named.
+
+use std::path::PathBuf;
+
+use burn::tensor::Device;
+use engram_baselines::{Bm25Index, RagConfig, rag_answers};
+use engram_checkpoint::Checkpoint;
+use engram_facts::{Fact, read_facts};
+use engram_model::{Llama, WeightDType};
+use engram_tokenizer::ChatTokenizer;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+fn facts() -> Vec<Fact> {
+    read_facts(&fixtures().join("facts/synthetic-500.jsonl")).unwrap()
+}
+
+#[test]
+fn bm25_finds_the_source_of_exact_copy_questions() {
+    let facts = facts();
+    let index = Bm25Index::new(&facts).unwrap();
+    let mut top1 = 0;
+    for (i, f) in facts.iter().enumerate() {
+        let hits = index.search(&format!("{} {}", f.rephrased_question, f.answer), 5);
+        assert_eq!(hits.len(), 5);
+        if hits[0] == i {
+            top1 += 1;
+        }
+        assert!(hits.contains(&i), "fact {i} not in its own top 5");
+    }
+    eprintln!("exact-copy top-1: {top1}/{}", facts.len());
+    assert_eq!(top1, facts.len());
+    // k above the corpus returns every fact once.
+    let all = index.search("budget meeting", 10_000);
+    assert_eq!(all.len(), facts.len());
+}
+
+#[test]
+fn rag_answers_every_question_and_measures_retrieval() {
+    let dir = fixtures().join("tiny-f32");
+    let ckpt = Checkpoint::open(dir.to_str().unwrap()).unwrap();
+    let model = Llama::load(&ckpt, WeightDType::F32, &Device::flex()).unwrap();
+    let tok = ChatTokenizer::from_files(&ckpt.tokenizer).unwrap();
+    let facts: Vec<Fact> = facts().into_iter().take(30).collect();
+    let questions: Vec<String> = facts.iter().take(6).map(|f| f.question.clone()).collect();
+    let gold: Vec<usize> = (0..6).collect();
+    let cfg = RagConfig {
+        k: 5,
+        batch_size: 3,
+        max_new_tokens: 4,
+        stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+    };
+    let run = rag_answers(&model, &tok, &facts, &questions, &gold, &cfg).unwrap();
+    assert_eq!(run.answers.len(), 6);
+    assert!(run.retrieved.iter().all(|r| r.len() == 5));
+    let at = |k: usize| run.metrics.iter().find(|m| m.k == k).unwrap().recall;
+    eprintln!("recall@1 {} @5 {}", at(1), at(5));
+    assert!(at(1) <= at(5) && at(5) <= at(10));
+    assert!(
+        at(5) >= 0.5,
+        "original questions share names with their facts"
+    );
+
+    let e = rag_answers(
+        &model,
+        &tok,
+        &facts,
+        &questions,
+        &gold,
+        &RagConfig {
+            k: 0,
+            ..cfg.clone()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("k = 0"), "{e}");
+    let e = rag_answers(&model, &tok, &[], &questions, &gold, &cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("empty"), "{e}");
+}
