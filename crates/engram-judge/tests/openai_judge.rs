@@ -1,0 +1,269 @@
+//! The LLM judge against a real HTTP server on loopback that speaks the OpenAI protocol with
+//! canned verdicts, a 500, a timeout, a 429 with Retry-After, malformed JSON and an unparseable
+//! verdict; the cache serves a rerun with zero requests; the API key appears in no result.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use engram_judge::cache::JudgeCache;
+use engram_judge::{Judge, JudgeError, JudgeItem, JudgePrompt, OpenAiJudge, OpenAiJudgeConfig};
+
+const KEY: &str = "sk-test-5ecret-key";
+
+/// A minimal OpenAI-compatible server: behaviour chosen by the question in the prompt and the
+/// number of times it was asked.
+struct Server {
+    url: String,
+    seen: Arc<Mutex<HashMap<String, usize>>>,
+    auth: Arc<Mutex<Vec<String>>>,
+    hits: Arc<AtomicUsize>,
+}
+
+fn respond(stream: &mut TcpStream, status: &str, extra: &str, body: &str) {
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
+        body.len()
+    );
+}
+
+fn completion(content: &str) -> String {
+    serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}}]})
+        .to_string()
+}
+
+fn handle(mut stream: TcpStream, seen: &Mutex<HashMap<String, usize>>, auth: &Mutex<Vec<String>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut len = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let lower = l.to_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+        if lower.starts_with("authorization:") {
+            auth.lock().unwrap().push(l.to_string());
+        }
+    }
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    let req: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(req["temperature"], 0);
+    let prompt = req["messages"][0]["content"].as_str().unwrap().to_string();
+    let tag = [
+        "normal", "flaky", "slow", "limited", "garbled", "unsure", "wrong",
+    ]
+    .into_iter()
+    .find(|t| prompt.contains(&format!("Question: {t}")))
+    .unwrap_or("normal");
+    let n = {
+        let mut s = seen.lock().unwrap();
+        let c = s.entry(tag.to_string()).or_insert(0);
+        *c += 1;
+        *c
+    };
+    match (tag, n) {
+        ("flaky", 1) => respond(&mut stream, "500 Internal Server Error", "", "{}"),
+        ("slow", 1) => {
+            std::thread::sleep(Duration::from_millis(1500));
+            respond(
+                &mut stream,
+                "200 OK",
+                "",
+                &completion("late\nVERDICT: CORRECT"),
+            );
+        }
+        ("limited", 1) => respond(
+            &mut stream,
+            "429 Too Many Requests",
+            "Retry-After: 1\r\n",
+            "{}",
+        ),
+        ("garbled", 1) => respond(&mut stream, "200 OK", "", "{not json"),
+        ("unsure", _) => respond(&mut stream, "200 OK", "", &completion("I cannot decide.")),
+        ("wrong", _) => respond(
+            &mut stream,
+            "200 OK",
+            "",
+            &completion("Different fact.\nVERDICT: INCORRECT"),
+        ),
+        _ => respond(
+            &mut stream,
+            "200 OK",
+            "",
+            &completion("Same fact.\nVERDICT: CORRECT"),
+        ),
+    }
+}
+
+fn server() -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(HashMap::new()));
+    let auth = Arc::new(Mutex::new(Vec::new()));
+    let hits = Arc::new(AtomicUsize::new(0));
+    let (s2, a2, h2) = (seen.clone(), auth.clone(), hits.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            h2.fetch_add(1, Ordering::SeqCst);
+            let (s3, a3) = (s2.clone(), a2.clone());
+            std::thread::spawn(move || handle(stream, &s3, &a3));
+        }
+    });
+    Server {
+        url,
+        seen,
+        auth,
+        hits,
+    }
+}
+
+fn item(tag: &str) -> JudgeItem {
+    JudgeItem {
+        id: tag.into(),
+        question: tag.into(),
+        gold: "gold".into(),
+        answer: Some("candidate".into()),
+        document: None,
+    }
+}
+
+fn prompt() -> JudgePrompt {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/judges/enronqa-judge.txt");
+    JudgePrompt::load(&path).unwrap()
+}
+
+fn judge(url: &str, cache: &Path) -> OpenAiJudge {
+    let mut cfg = OpenAiJudgeConfig::new(url, "judge-model");
+    cfg.api_key_env = Some("ENGRAM_TEST_JUDGE_KEY".into());
+    cfg.timeout = Duration::from_millis(700);
+    cfg.backoff = Duration::from_millis(20);
+    cfg.max_retries = 3;
+    cfg.breaker_after = 2;
+    OpenAiJudge::new(cfg, prompt(), JudgeCache::open(cache).unwrap()).unwrap()
+}
+
+fn set_key() {
+    // SAFETY: every test sets the same value before any judge reads it.
+    unsafe { std::env::set_var("ENGRAM_TEST_JUDGE_KEY", KEY) };
+}
+
+#[test]
+fn judges_through_failures_and_caches_everything() {
+    set_key();
+    let srv = server();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("judge-cache.jsonl");
+    let tags = [
+        "normal", "flaky", "slow", "limited", "garbled", "unsure", "wrong",
+    ];
+    let mut items: Vec<JudgeItem> = tags.iter().map(|t| item(t)).collect();
+    items.push(JudgeItem {
+        answer: None,
+        ..item("na")
+    });
+    let j = judge(&srv.url, &cache);
+    let v = j.judge(&items).unwrap();
+    let by: HashMap<&str, _> = v.iter().map(|x| (x.id.as_str(), x)).collect();
+    for t in ["normal", "flaky", "slow", "limited", "garbled"] {
+        assert_eq!(by[t].correct, Some(true), "{t}: {:?}", by[t]);
+        assert_eq!(
+            by[t].rationale.as_deref().map(|r| r.is_empty()),
+            Some(false),
+            "{t}"
+        );
+    }
+    assert_eq!(by["wrong"].correct, Some(false));
+    assert_eq!(by["unsure"].correct, None);
+    assert_eq!(by["unsure"].raw, "I cannot decide.");
+    assert!(by["unsure"].error.is_some());
+    assert_eq!(by["na"].correct, None);
+    assert!(v.iter().all(|x| x.judge == "openai:judge-model"));
+    let seen = srv.seen.lock().unwrap().clone();
+    for t in ["flaky", "slow", "limited", "garbled"] {
+        assert_eq!(seen[t], 2, "{t} is retried once");
+    }
+    assert_eq!(j.requests.load(Ordering::SeqCst), 11);
+    // The key went to the server, and nowhere else.
+    assert!(srv.auth.lock().unwrap().iter().all(|a| a.ends_with(KEY)));
+    let cache_text = std::fs::read_to_string(&cache).unwrap();
+    assert!(!cache_text.contains(KEY));
+    assert!(!serde_json::to_string(&v).unwrap().contains(KEY));
+
+    // A rerun is served from the cache: no request at all.
+    let before = srv.hits.load(Ordering::SeqCst);
+    let again = judge(&srv.url, &cache);
+    let v2 = again.judge(&items).unwrap();
+    assert_eq!(again.requests.load(Ordering::SeqCst), 0);
+    assert_eq!(srv.hits.load(Ordering::SeqCst), before);
+    for (a, b) in v.iter().zip(&v2) {
+        assert_eq!((a.correct, &a.raw), (b.correct, &b.raw));
+    }
+    assert!(v2.iter().filter(|x| x.id != "na").all(|x| x.cached));
+}
+
+#[test]
+fn an_unreachable_judge_is_named_and_keeps_what_was_judged() {
+    set_key();
+    let srv = server();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.jsonl");
+    // Two items judged while the server is up...
+    judge(&srv.url, &cache)
+        .judge(&[item("normal"), item("wrong")])
+        .unwrap();
+    // ...then the endpoint goes away.
+    let dead = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", l.local_addr().unwrap())
+    };
+    let items = vec![
+        item("normal"),
+        item("wrong"),
+        JudgeItem {
+            id: "x".into(),
+            ..item("normal2")
+        },
+    ];
+    let e = judge(&dead, &cache).judge(&items).unwrap_err();
+    assert!(matches!(e, JudgeError::Unreachable { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains(&dead) && !msg.contains(KEY), "{msg}");
+    // The cached two are not asked again when the judge is back.
+    let back = judge(&srv.url, &cache);
+    let v = back.judge(&items).unwrap();
+    assert_eq!(back.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(v.len(), 3);
+}
+
+#[test]
+fn bad_prompts_and_missing_keys_are_named() {
+    let e = JudgePrompt::from_text(Path::new("judge.txt"), "Q {question} A {answer}".into())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("judge.txt") && e.contains("{gold}"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = OpenAiJudgeConfig::new("http://127.0.0.1:9/v1", "m");
+    cfg.api_key_env = Some("ENGRAM_TEST_UNSET_KEY_VAR".into());
+    let e = OpenAiJudge::new(
+        cfg,
+        prompt(),
+        JudgeCache::open(&dir.path().join("c")).unwrap(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("ENGRAM_TEST_UNSET_KEY_VAR"), "{e}");
+}
