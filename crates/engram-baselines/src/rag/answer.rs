@@ -1,5 +1,5 @@
-//! Answering with retrieved facts: the top-k facts (best first) in the prompt, then the
-//! question; batched greedy generation.
+//! Answering with retrieved facts (BM25 or dense): the top-k facts (best first) in the prompt,
+//! then the question; batched greedy generation.
 
 use std::time::Instant;
 
@@ -11,7 +11,9 @@ use engram_tokenizer::{ChatTokenizer, Message};
 
 use crate::error::{BaselineError, Result};
 use crate::prompt::{context_message, facts_block};
+use crate::rag::bert::BertEncoder;
 use crate::rag::bm25::Bm25Index;
+use crate::rag::dense::DenseIndex;
 use crate::rag::metrics::{RetrievalMetrics, retrieval_metrics};
 
 /// Settings of a RAG run.
@@ -41,7 +43,7 @@ pub struct RagRun {
 }
 
 /// Answers `questions` (whose source facts are `gold[i]`, indices into `facts`) with the top-k
-/// BM25 facts in the prompt.
+/// facts in the prompt, retrieved by BM25, or by the dense `encoder` when one is given.
 pub fn rag_answers(
     model: &Llama,
     tokenizer: &ChatTokenizer,
@@ -49,6 +51,7 @@ pub fn rag_answers(
     questions: &[String],
     gold: &[usize],
     cfg: &RagConfig,
+    encoder: Option<&BertEncoder>,
 ) -> Result<RagRun> {
     if cfg.k == 0 {
         return Err(BaselineError::Bad(
@@ -61,7 +64,19 @@ pub fn rag_answers(
         ));
     }
     let t0 = Instant::now();
-    let index = Bm25Index::new(facts)?;
+    let retrieved: Vec<Vec<usize>> = match encoder {
+        None => {
+            let index = Bm25Index::new(facts)?;
+            questions.iter().map(|q| index.search(q, cfg.k)).collect()
+        }
+        Some(enc) => {
+            let index = DenseIndex::new(enc, facts, 32)?;
+            questions
+                .iter()
+                .map(|q| index.search(enc, q, cfg.k))
+                .collect::<Result<_>>()?
+        }
+    };
     let valid;
     let model = if model.device().is_autodiff() {
         valid = model.valid();
@@ -69,7 +84,6 @@ pub fn rag_answers(
     } else {
         model
     };
-    let retrieved: Vec<Vec<usize>> = questions.iter().map(|q| index.search(q, cfg.k)).collect();
     let prompts = questions
         .iter()
         .zip(&retrieved)

