@@ -8,7 +8,9 @@
 pub mod error;
 pub mod fact;
 pub mod jsonl;
+pub mod sample;
 
 pub use error::{FactsError, Result};
 pub use fact::Fact;
 pub use jsonl::{read_facts, write_facts};
+pub use sample::{TooFewFacts, nested_samples, sample_order};

@@ -30,6 +30,9 @@ pub struct Llama {
     pub rotary: Rotary,
 }
 
+/// Tokens per prefill chunk in [`Llama::prefill`].
+pub const PREFILL_CHUNK: usize = 512;
+
 /// Token ids of a batch as an `Int` tensor `[batch, seq]`.
 pub fn ids_tensor(rows: &[Vec<u32>], device: &Device) -> Tensor<2, Int> {
     let b = rows.len();
@@ -119,11 +122,13 @@ impl Llama {
         hidden.narrow(1, t - 1, 1).reshape([b, h])
     }
 
-    /// The cache of one unpadded prompt (e.g. a prefix shared by many questions).
+    /// The cache of one unpadded prompt (e.g. a prefix shared by many questions), prefilled in
+    /// chunks of [`PREFILL_CHUNK`] tokens so that attention scores stay `chunk × length` rather
+    /// than `length²` (an 8k-token prefix would otherwise need gigabytes per layer).
     pub fn prefill(&self, prompt: &[u32]) -> KvCache {
         let mut cache = self.new_cache(vec![0]);
-        if !prompt.is_empty() {
-            self.step(&[prompt.to_vec()], &mut cache);
+        for chunk in prompt.chunks(PREFILL_CHUNK) {
+            self.step(&[chunk.to_vec()], &mut cache);
         }
         cache
     }

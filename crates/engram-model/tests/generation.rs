@@ -169,3 +169,23 @@ fn prompt_longer_than_context_is_refused() {
         .to_string();
     assert!(e.contains("empty"), "{e}");
 }
+
+#[test]
+fn chunked_prefill_equals_one_pass() {
+    let model = load("tiny-f32");
+    // 1,200 tokens: three prefill chunks of 512.
+    let ids: Vec<u32> = (0..1200u32).map(|i| (i * 7919 + 13) % 1792).collect();
+    let (head, last) = ids.split_at(ids.len() - 1);
+    let mut cache = model.prefill(head);
+    assert_eq!(cache.len, head.len());
+    let h = model.step(&[last.to_vec()], &mut cache);
+    let got: Vec<f32> = model
+        .logits(h.unsqueeze_dim(1))
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .unwrap();
+    let full = logits(&model, &ids);
+    let v = model.config.vocab_size;
+    let d = max_abs_diff(&got, &full[full.len() - v..]);
+    assert!(d < 1e-4, "{d}");
+}
