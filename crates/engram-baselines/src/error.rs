@@ -9,6 +9,9 @@ pub enum BaselineError {
     /// From the tokenizer.
     #[error(transparent)]
     Tokenizer(#[from] engram_tokenizer::TokenizerError),
+    /// From answering (decoding, generation through the LoRA crate's helpers).
+    #[error(transparent)]
+    Lora(#[from] engram_lora::LoraError),
     /// A bad setting or input (empty fact set, no questions...).
     #[error("{0}")]
     Bad(String),

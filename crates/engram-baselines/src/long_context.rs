@@ -6,9 +6,8 @@
 
 use std::time::Instant;
 
-use burn::module::Module;
 use engram_facts::Fact;
-use engram_lora::Answer;
+use engram_lora::{Answer, answers_from};
 use engram_model::{GenerationConfig, Llama, Sampling, generate, generate_after_prefix};
 use engram_tokenizer::{ChatTokenizer, Message};
 
@@ -95,20 +94,6 @@ fn gen_cfg(cfg: &LongContextConfig) -> GenerationConfig {
     }
 }
 
-fn to_answers(tokenizer: &ChatTokenizer, g: &engram_model::Generation) -> Result<Vec<Answer>> {
-    g.tokens
-        .iter()
-        .zip(&g.stopped)
-        .map(|(t, &stopped)| {
-            Ok(Answer {
-                text: tokenizer.decode(t, true)?,
-                tokens: t.len(),
-                stopped,
-            })
-        })
-        .collect()
-}
-
 /// Answers `questions` with every fact in context, prefilling the shared prefix once.
 pub fn long_context_answers(
     model: &Llama,
@@ -120,13 +105,7 @@ pub fn long_context_answers(
     if questions.is_empty() {
         return Err(BaselineError::Bad("no questions to answer".into()));
     }
-    let valid;
-    let model = if model.device().is_autodiff() {
-        valid = model.valid();
-        &valid
-    } else {
-        model
-    };
+    let model = &*model.for_inference();
     let t0 = Instant::now();
     let prompts = long_context_prompts(tokenizer, facts, questions)?;
     let needed = prompts.iter().map(Vec::len).max().unwrap_or(0) + 1;
@@ -143,7 +122,7 @@ pub fn long_context_answers(
     for chunk in prompts.chunks(cfg.batch_size.max(1)) {
         let suffixes: Vec<Vec<u32>> = chunk.iter().map(|p| p[n..].to_vec()).collect();
         let g = generate_after_prefix(model, &prefix, &suffixes, &gcfg)?;
-        answers.extend(to_answers(tokenizer, &g)?);
+        answers.extend(answers_from(tokenizer, &g)?);
     }
     let naive: usize = prompts.iter().map(Vec::len).sum();
     Ok(LongContext::Answered {
@@ -171,7 +150,7 @@ pub fn naive_answers(
     let mut answers = Vec::with_capacity(prompts.len());
     for chunk in prompts.chunks(cfg.batch_size.max(1)) {
         let g = generate(model, chunk, &gcfg)?;
-        answers.extend(to_answers(tokenizer, &g)?);
+        answers.extend(answers_from(tokenizer, &g)?);
     }
     Ok((answers, t0.elapsed().as_secs_f64()))
 }

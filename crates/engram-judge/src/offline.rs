@@ -61,16 +61,31 @@ pub fn token_f1(answer: &str, gold: &str) -> f64 {
     2.0 * p * r / (p + r)
 }
 
-fn na(item: &JudgeItem, judge: String) -> Verdict {
-    Verdict {
-        id: item.id.clone(),
-        correct: None,
-        judge,
-        raw: String::new(),
-        rationale: None,
-        cached: false,
-        error: Some("no answer (NA)".into()),
-    }
+/// Scores every answered item with `score(answer, gold) -> (correct, raw)`; NA items get no
+/// verdict.
+fn score_each(
+    items: &[JudgeItem],
+    judge: String,
+    score: impl Fn(&str, &str) -> (bool, String),
+) -> Vec<Verdict> {
+    items
+        .iter()
+        .map(|it| match &it.answer {
+            None => Verdict::na(&it.id, &judge),
+            Some(a) => {
+                let (ok, raw) = score(a, &it.gold);
+                Verdict {
+                    id: it.id.clone(),
+                    correct: Some(ok),
+                    judge: judge.clone(),
+                    raw,
+                    rationale: None,
+                    cached: false,
+                    error: None,
+                }
+            }
+        })
+        .collect()
 }
 
 /// Correct when the normalized answer equals the normalized gold answer.
@@ -82,24 +97,10 @@ impl Judge for ExactMatchJudge {
     }
 
     fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>> {
-        Ok(items
-            .iter()
-            .map(|it| match &it.answer {
-                None => na(it, self.name()),
-                Some(a) => {
-                    let ok = normalize(a) == normalize(&it.gold);
-                    Verdict {
-                        id: it.id.clone(),
-                        correct: Some(ok),
-                        judge: self.name(),
-                        raw: if ok { "1" } else { "0" }.into(),
-                        rationale: None,
-                        cached: false,
-                        error: None,
-                    }
-                }
-            })
-            .collect())
+        Ok(score_each(items, self.name(), |a, gold| {
+            let ok = normalize(a) == normalize(gold);
+            (ok, if ok { "1" } else { "0" }.into())
+        }))
     }
 }
 
@@ -115,24 +116,10 @@ impl Judge for TokenF1Judge {
     }
 
     fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>> {
-        Ok(items
-            .iter()
-            .map(|it| match &it.answer {
-                None => na(it, self.name()),
-                Some(a) => {
-                    let f1 = token_f1(a, &it.gold);
-                    Verdict {
-                        id: it.id.clone(),
-                        correct: Some(f1 >= self.threshold),
-                        judge: self.name(),
-                        raw: format!("{f1:.4}"),
-                        rationale: None,
-                        cached: false,
-                        error: None,
-                    }
-                }
-            })
-            .collect())
+        Ok(score_each(items, self.name(), |a, gold| {
+            let f1 = token_f1(a, gold);
+            (f1 >= self.threshold, format!("{f1:.4}"))
+        }))
     }
 }
 

@@ -190,12 +190,10 @@ impl Judge for OpenAiJudge {
                 id: it.id.clone(),
                 correct: parsed.as_ref().map(|p| p.0),
                 judge: name.clone(),
+                error: parsed
+                    .is_none()
+                    .then(|| "the judge's output holds no verdict".into()),
                 rationale: parsed.and_then(|p| p.1),
-                error: if parse_verdict(&raw).is_none() {
-                    Some("the judge's output holds no verdict".into())
-                } else {
-                    None
-                },
                 raw,
                 cached,
             }
@@ -204,15 +202,7 @@ impl Judge for OpenAiJudge {
         let mut todo = Vec::new();
         for (i, it) in items.iter().enumerate() {
             if it.answer.is_none() {
-                out[i] = Some(Verdict {
-                    id: it.id.clone(),
-                    correct: None,
-                    judge: name.clone(),
-                    raw: String::new(),
-                    rationale: None,
-                    cached: false,
-                    error: Some("no answer (NA)".into()),
-                });
+                out[i] = Some(Verdict::na(&it.id, &name));
                 continue;
             }
             let prompt = self.prompt.render(it);

@@ -39,6 +39,21 @@ pub struct Verdict {
     pub error: Option<String>,
 }
 
+impl Verdict {
+    /// No verdict for an item without an answer (the method was NA).
+    pub fn na(id: &str, judge: &str) -> Self {
+        Self {
+            id: id.to_string(),
+            correct: None,
+            judge: judge.to_string(),
+            raw: String::new(),
+            rationale: None,
+            cached: false,
+            error: Some("no answer (NA)".into()),
+        }
+    }
+}
+
 /// Anything that judges a batch of answers.
 pub trait Judge {
     /// The name written into every verdict.

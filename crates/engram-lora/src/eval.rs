@@ -2,8 +2,7 @@
 //! each question becomes the chat prompt the model was trained with, prompts of similar length
 //! share a batch, and answers come back in the questions' order.
 
-use burn::module::Module;
-use engram_model::{GenerationConfig, Llama, Sampling, generate};
+use engram_model::{Generation, GenerationConfig, Llama, Sampling, generate};
 use engram_tokenizer::ChatTokenizer;
 use indicatif::ProgressBar;
 
@@ -32,8 +31,8 @@ pub struct Answer {
     pub stopped: bool,
 }
 
-/// Greedy answers to `questions` with whatever adapters `model` carries. A model on an
-/// autodiff device is answered through its validation copy (no dropout, no graph).
+/// Greedy answers to `questions` with whatever adapters `model` carries, each asked through
+/// the chat prompt the model was trained with.
 pub fn answer_questions(
     model: &Llama,
     tokenizer: &ChatTokenizer,
@@ -41,17 +40,23 @@ pub fn answer_questions(
     cfg: &AnswerConfig,
     progress: Option<&ProgressBar>,
 ) -> Result<Vec<Answer>> {
-    let valid;
-    let model = if model.device().is_autodiff() {
-        valid = model.valid();
-        &valid
-    } else {
-        model
-    };
     let prompts = questions
         .iter()
         .map(|q| question_prompt(tokenizer, q))
         .collect::<Result<Vec<_>>>()?;
+    answer_prompts(model, tokenizer, &prompts, cfg, progress)
+}
+
+/// Greedy answers to ready-made prompts; prompts of similar length share a batch, answers come
+/// back in the prompts' order. A model on an autodiff device answers through its validation copy.
+pub fn answer_prompts(
+    model: &Llama,
+    tokenizer: &ChatTokenizer,
+    prompts: &[Vec<u32>],
+    cfg: &AnswerConfig,
+    progress: Option<&ProgressBar>,
+) -> Result<Vec<Answer>> {
+    let model = model.for_inference();
     let mut order: Vec<usize> = (0..prompts.len()).collect();
     order.sort_by_key(|&i| prompts[i].len());
     let gen_cfg = GenerationConfig {
@@ -62,13 +67,9 @@ pub fn answer_questions(
     let mut answers: Vec<Option<Answer>> = vec![None; prompts.len()];
     for chunk in order.chunks(cfg.batch_size.max(1)) {
         let batch: Vec<Vec<u32>> = chunk.iter().map(|&i| prompts[i].clone()).collect();
-        let out = generate(model, &batch, &gen_cfg)?;
-        for (k, &i) in chunk.iter().enumerate() {
-            answers[i] = Some(Answer {
-                text: tokenizer.decode(&out.tokens[k], true)?,
-                tokens: out.tokens[k].len(),
-                stopped: out.stopped[k],
-            });
+        let out = generate(&model, &batch, &gen_cfg)?;
+        for (&i, a) in chunk.iter().zip(answers_from(tokenizer, &out)?) {
+            answers[i] = Some(a);
         }
         if let Some(p) = progress {
             p.inc(chunk.len() as u64);
@@ -76,8 +77,23 @@ pub fn answer_questions(
     }
     Ok(answers
         .into_iter()
-        .map(|a| a.expect("every question answered"))
+        .map(|a| a.expect("every prompt answered"))
         .collect())
+}
+
+/// The decoded answers of one generation call, in its rows' order.
+pub fn answers_from(tokenizer: &ChatTokenizer, g: &Generation) -> Result<Vec<Answer>> {
+    g.tokens
+        .iter()
+        .zip(&g.stopped)
+        .map(|(t, &stopped)| {
+            Ok(Answer {
+                text: tokenizer.decode(t, true)?,
+                tokens: t.len(),
+                stopped,
+            })
+        })
+        .collect()
 }
 
 /// The answer as compared: surrounding whitespace removed.

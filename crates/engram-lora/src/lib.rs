@@ -15,7 +15,10 @@ pub mod schedule;
 pub mod trainer;
 
 pub use error::{LoraError, Result};
-pub use eval::{Answer, AnswerConfig, answer_questions, exact_match, normalize_answer};
+pub use eval::{
+    Answer, AnswerConfig, answer_prompts, answer_questions, answers_from, exact_match,
+    normalize_answer,
+};
 pub use examples::{TrainExample, build_examples};
 pub use merge::merge_to_hf;
 pub use peft::{PeftAdapter, load_adapter, save_adapter};

@@ -42,6 +42,16 @@ pub fn ids_tensor(rows: &[Vec<u32>], device: &Device) -> Tensor<2, Int> {
 }
 
 impl Llama {
+    /// The model as inference should run it: itself on a plain device, its validation copy
+    /// (no autodiff graph, no dropout) on an autodiff device.
+    pub fn for_inference(&self) -> std::borrow::Cow<'_, Llama> {
+        if self.device().is_autodiff() {
+            std::borrow::Cow::Owned(self.valid())
+        } else {
+            std::borrow::Cow::Borrowed(self)
+        }
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> Device {
         self.embed_tokens.val().device()

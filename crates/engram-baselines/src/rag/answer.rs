@@ -3,10 +3,9 @@
 
 use std::time::Instant;
 
-use burn::module::Module;
 use engram_facts::Fact;
-use engram_lora::Answer;
-use engram_model::{GenerationConfig, Llama, Sampling, generate};
+use engram_lora::{Answer, AnswerConfig, answer_prompts};
+use engram_model::Llama;
 use engram_tokenizer::{ChatTokenizer, Message};
 
 use crate::error::{BaselineError, Result};
@@ -77,13 +76,6 @@ pub fn rag_answers(
                 .collect::<Result<_>>()?
         }
     };
-    let valid;
-    let model = if model.device().is_autodiff() {
-        valid = model.valid();
-        &valid
-    } else {
-        model
-    };
     let prompts = questions
         .iter()
         .zip(&retrieved)
@@ -93,22 +85,12 @@ pub fn rag_answers(
                 .encode_chat_prompt(&[Message::user(context_message(&facts_block(&top), q))])?)
         })
         .collect::<Result<Vec<_>>>()?;
-    let gcfg = GenerationConfig {
+    let answer_cfg = AnswerConfig {
+        batch_size: cfg.batch_size,
         max_new_tokens: cfg.max_new_tokens,
-        sampling: Sampling::Greedy,
         stop_ids: cfg.stop_ids.clone(),
     };
-    let mut answers = Vec::with_capacity(prompts.len());
-    for chunk in prompts.chunks(cfg.batch_size.max(1)) {
-        let g = generate(model, chunk, &gcfg)?;
-        for (t, &stopped) in g.tokens.iter().zip(&g.stopped) {
-            answers.push(Answer {
-                text: tokenizer.decode(t, true)?,
-                tokens: t.len(),
-                stopped,
-            });
-        }
-    }
+    let answers = answer_prompts(model, tokenizer, &prompts, &answer_cfg, None)?;
     let metrics = retrieval_metrics(&retrieved, gold, &[1, 5, 10, 100]);
     Ok(RagRun {
         answers,

@@ -67,17 +67,17 @@ pub struct BertEncoder {
     pub origin: PathBuf,
 }
 
-struct Weights {
-    bytes: Vec<u8>,
+/// The weights file, its header parsed once.
+struct Weights<'a> {
+    st: safetensors::SafeTensors<'a>,
     path: PathBuf,
 }
 
-impl Weights {
+impl Weights<'_> {
     fn get(&self, name: &str, device: &Device) -> Result<(Vec<usize>, Tensor<1>)> {
         let bad = |m: String| BaselineError::Bad(format!("{}: {m}", self.path.display()));
-        let st =
-            safetensors::SafeTensors::deserialize(&self.bytes).map_err(|e| bad(e.to_string()))?;
-        let t = st
+        let t = self
+            .st
             .tensor(name)
             .map_err(|_| bad(format!("missing tensor {name}")))?;
         let format = match t.dtype() {
@@ -146,10 +146,11 @@ impl BertEncoder {
             key("max_position_embeddings")?,
         );
         let eps = cfg["layer_norm_eps"].as_f64().unwrap_or(1e-12);
-        let w = Weights {
-            bytes: read("model.safetensors")?,
-            path: dir.join("model.safetensors"),
-        };
+        let bytes = read("model.safetensors")?;
+        let path = dir.join("model.safetensors");
+        let st = safetensors::SafeTensors::deserialize(&bytes)
+            .map_err(|e| BaselineError::Bad(format!("{}: {e}", path.display())))?;
+        let w = Weights { st, path };
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| BaselineError::Bad(format!("{}/tokenizer.json: {e}", dir.display())))?;
         tokenizer.with_padding(None);

@@ -1,7 +1,6 @@
 //! `engram answer`: answer a fact set's questions by one method (LoRA adapter, long context, RAG) and
 //! write one JSONL record per question, for the judge and the sweeps.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -207,13 +206,7 @@ pub fn run(a: AnswerArgs) -> Result<()> {
         text.push_str(&rec.to_string());
         text.push('\n');
     }
-    let tmp = a.out.with_extension("jsonl.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp).with_context(|| tmp.display().to_string())?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, &a.out).with_context(|| a.out.display().to_string())?;
+    engram_lora::atomic::write_file(&a.out, text.as_bytes())?;
     eprintln!("wrote {} answers to {}", facts.len(), a.out.display());
     Ok(())
 }

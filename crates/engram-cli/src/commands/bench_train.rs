@@ -83,6 +83,20 @@ fn run_measured(mut cmd: Command, what: &str) -> Result<f64> {
     Ok(usage.ru_maxrss as f64 / 1024.0)
 }
 
+impl RunFigures {
+    /// Figures from a training log whose `epochs` carry `tokens_per_s` and `seconds` (engram's
+    /// train_record.json and peft_train.py's --log-json share these keys).
+    fn from_record(rec: &serde_json::Value, peak_rss_mb: f64) -> Self {
+        let epochs = rec["epochs"].as_array().cloned().unwrap_or_default();
+        let get = |k: &str| -> Vec<f64> { epochs.iter().filter_map(|e| e[k].as_f64()).collect() };
+        Self {
+            tokens_per_s: median(steady(get("tokens_per_s"))),
+            epoch_secs: median(steady(get("seconds"))),
+            peak_rss_mb,
+        }
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     if v.is_empty() {
@@ -121,13 +135,7 @@ fn engram_run(a: &TrainBenchArgs, rank: usize, dir: &Path) -> Result<RunFigures>
     let peak = run_measured(cmd, "engram train")?;
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("train_record.json"))?)?;
-    let epochs = rec["epochs"].as_array().cloned().unwrap_or_default();
-    let get = |k: &str| -> Vec<f64> { epochs.iter().filter_map(|e| e[k].as_f64()).collect() };
-    Ok(RunFigures {
-        tokens_per_s: median(steady(get("tokens_per_s"))),
-        epoch_secs: median(steady(get("seconds"))),
-        peak_rss_mb: peak,
-    })
+    Ok(RunFigures::from_record(&rec, peak))
 }
 
 fn peer_run(a: &TrainBenchArgs, hf_dir: &Path, rank: usize, dir: &Path) -> Result<RunFigures> {
@@ -150,13 +158,7 @@ fn peer_run(a: &TrainBenchArgs, hf_dir: &Path, rank: usize, dir: &Path) -> Resul
         .arg(&log);
     let peak = run_measured(cmd, "peft_train.py")?;
     let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&log)?)?;
-    let epochs = rec["epochs"].as_array().cloned().unwrap_or_default();
-    let get = |k: &str| -> Vec<f64> { epochs.iter().filter_map(|e| e[k].as_f64()).collect() };
-    Ok(RunFigures {
-        tokens_per_s: median(steady(get("tokens_per_s"))),
-        epoch_secs: median(steady(get("seconds"))),
-        peak_rss_mb: peak,
-    })
+    Ok(RunFigures::from_record(&rec, peak))
 }
 
 /// Runs `engram bench train`.

@@ -1,7 +1,6 @@
 //! `engram judge`: score an answers file (from `engram answer`) with an offline judge or an LLM
 //! judge, writing one verdict per answer (with the judge's name and raw output) as JSONL.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -108,13 +107,7 @@ pub fn run(a: JudgeArgs) -> Result<()> {
         out.push_str(&serde_json::to_string(v)?);
         out.push('\n');
     }
-    let tmp = a.out.with_extension("jsonl.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp).with_context(|| tmp.display().to_string())?;
-        f.write_all(out.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, &a.out).with_context(|| a.out.display().to_string())?;
+    engram_lora::atomic::write_file(&a.out, out.as_bytes())?;
     let judged = verdicts.iter().filter(|v| v.correct.is_some()).count();
     let correct = verdicts.iter().filter(|v| v.correct == Some(true)).count();
     println!(
