@@ -94,6 +94,21 @@ impl Fetch for Online {
     }
 }
 
+/// A hub client over `cache`: `HF_TOKEN` (or the cached login token), `HF_ENDPOINT`, progress
+/// bars on downloads.
+pub fn api(
+    cache: &Cache,
+) -> std::result::Result<hf_hub::api::sync::Api, hf_hub::api::sync::ApiError> {
+    let token = std::env::var("HF_TOKEN").ok().or_else(|| cache.token());
+    let mut builder = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
+        .with_token(token)
+        .with_progress(true);
+    if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
+        builder = builder.with_endpoint(endpoint);
+    }
+    builder.build()
+}
+
 /// Resolves a hub repo id to a local directory in the HF cache that holds its config, tokenizer
 /// and safetensors weights (downloading what is missing unless offline), and returns that
 /// snapshot directory. Reads `HF_HUB_CACHE`/`HF_HOME`, `HF_HUB_OFFLINE`, `HF_TOKEN` and
@@ -110,14 +125,7 @@ pub fn resolve_repo_in(spec: &str, cache_dir: &Path, offline: bool) -> Result<Pa
     let fetcher: Box<dyn Fetch> = if offline {
         Box::new(CacheOnly(cache_repo))
     } else {
-        let token = std::env::var("HF_TOKEN").ok().or_else(|| cache.token());
-        let mut builder = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
-            .with_token(token)
-            .with_progress(true);
-        if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
-            builder = builder.with_endpoint(endpoint);
-        }
-        let api = builder.build().map_err(|e| CheckpointError::Hub {
+        let api = api(&cache).map_err(|e| CheckpointError::Hub {
             repo: spec.into(),
             file: "-".into(),
             message: e.to_string(),

@@ -75,6 +75,18 @@ pub fn find(alias: &str) -> Option<&'static RegistryModel> {
         .find(|m| m.aliases.contains(&a.as_str()))
 }
 
+/// The directory of a multi-file model: a registry alias (fetched when absent) or a path.
+pub fn model_dir(spec: &str) -> Result<PathBuf> {
+    match find(spec) {
+        Some(m) => Ok(m
+            .ensure()?
+            .parent()
+            .expect("a cached file has a directory")
+            .to_path_buf()),
+        None => Ok(PathBuf::from(spec)),
+    }
+}
+
 /// engram's cache directory.
 pub fn cache_root() -> PathBuf {
     if let Ok(p) = std::env::var("ENGRAM_CACHE") {

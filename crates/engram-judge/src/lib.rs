@@ -12,7 +12,9 @@ pub mod template;
 pub mod verdict;
 
 pub use error::{JudgeError, Result};
-pub use offline::{ExactMatchJudge, TokenF1Judge, normalize, token_f1};
+pub use offline::{
+    ExactMatchJudge, GoldRecallJudge, TokenF1Judge, gold_recall, normalize, token_f1,
+};
 pub use openai::{OpenAiJudge, OpenAiJudgeConfig};
 pub use template::JudgePrompt;
 pub use verdict::{Judge, JudgeItem, Verdict};

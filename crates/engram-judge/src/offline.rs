@@ -25,27 +25,22 @@ pub fn normalize(s: &str) -> String {
         .join(" ")
 }
 
-/// Token-level F1 between normalized answer and gold.
-pub fn token_f1(answer: &str, gold: &str) -> f64 {
-    let a: Vec<String> = normalize(answer)
+fn tokens(s: &str) -> Vec<String> {
+    normalize(s)
         .split(' ')
         .filter(|w| !w.is_empty())
         .map(str::to_string)
-        .collect();
-    let g: Vec<String> = normalize(gold)
-        .split(' ')
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
-        .collect();
-    if a.is_empty() || g.is_empty() {
-        return if a == g { 1.0 } else { 0.0 };
-    }
+        .collect()
+}
+
+/// Tokens shared by `a` and `g`, counted with multiplicity.
+fn common_tokens(a: &[String], g: &[String]) -> usize {
     let mut counts = std::collections::HashMap::new();
-    for w in &g {
+    for w in g {
         *counts.entry(w.as_str()).or_insert(0i64) += 1;
     }
     let mut common = 0;
-    for w in &a {
+    for w in a {
         if let Some(c) = counts.get_mut(w.as_str())
             && *c > 0
         {
@@ -53,12 +48,32 @@ pub fn token_f1(answer: &str, gold: &str) -> f64 {
             common += 1;
         }
     }
+    common
+}
+
+/// Token-level F1 between normalized answer and gold.
+pub fn token_f1(answer: &str, gold: &str) -> f64 {
+    let (a, g) = (tokens(answer), tokens(gold));
+    if a.is_empty() || g.is_empty() {
+        return if a == g { 1.0 } else { 0.0 };
+    }
+    let common = common_tokens(&a, &g);
     if common == 0 {
         return 0.0;
     }
     let p = common as f64 / a.len() as f64;
     let r = common as f64 / g.len() as f64;
     2.0 * p * r / (p + r)
+}
+
+/// The share of the normalized gold answer's tokens that the answer contains (token recall):
+/// 1.0 when a longer, sentence-style answer states the whole gold answer.
+pub fn gold_recall(answer: &str, gold: &str) -> f64 {
+    let (a, g) = (tokens(answer), tokens(gold));
+    if g.is_empty() {
+        return if a.is_empty() { 1.0 } else { 0.0 };
+    }
+    common_tokens(&a, &g) as f64 / g.len() as f64
 }
 
 /// Scores every answered item with `score(answer, gold) -> (correct, raw)`; NA items get no
@@ -123,9 +138,53 @@ impl Judge for TokenF1Judge {
     }
 }
 
+/// Correct when the answer contains at least `threshold` of the gold answer's tokens: an
+/// offline stand-in for an LLM judge that accepts full-sentence answers (token F1 punishes their
+/// length).
+pub struct GoldRecallJudge {
+    /// The threshold (1.0: every gold token).
+    pub threshold: f64,
+}
+
+impl Judge for GoldRecallJudge {
+    fn name(&self) -> String {
+        format!("offline:gold-recall>={}", self.threshold)
+    }
+
+    fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>> {
+        Ok(score_each(items, self.name(), |a, gold| {
+            let r = gold_recall(a, gold);
+            (r >= self.threshold, format!("{r:.4}"))
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gold_recall_accepts_sentences_that_state_the_gold_answer() {
+        let gold = "$708,265";
+        let sentence = "Tana Whalby approved a $708,265 budget for the pipeline.";
+        assert_eq!(gold_recall(sentence, gold), 1.0);
+        assert!(token_f1(sentence, gold) < 0.5);
+        assert_eq!(gold_recall("She approved $708,000.", gold), 0.5);
+        assert_eq!(
+            gold_recall("Project Scarlet Pelican", "Summit Ridge Legal"),
+            0.0
+        );
+        let items = [JudgeItem {
+            id: "1".into(),
+            question: "q".into(),
+            gold: "Project Scarlet Pelican".into(),
+            answer: Some("The code name was Project Scarlet Pelican.".into()),
+            document: None,
+        }];
+        let v = GoldRecallJudge { threshold: 1.0 }.judge(&items).unwrap();
+        assert_eq!(v[0].correct, Some(true));
+        assert_eq!(v[0].judge, "offline:gold-recall>=1");
+    }
 
     #[test]
     fn normalization_and_f1() {

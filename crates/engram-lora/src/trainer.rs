@@ -56,6 +56,20 @@ pub struct TrainConfig {
     /// Show a progress bar.
     #[serde(skip)]
     pub progress: bool,
+    /// Draw the progress bar inside this group (e.g. under a sweep's overall bar).
+    #[serde(skip)]
+    pub progress_group: ProgressGroup,
+}
+
+/// Where progress bars are drawn: a group (e.g. under a sweep's overall bar) or, by default,
+/// stderr. A display handle, not a setting: every group compares equal.
+#[derive(Debug, Clone, Default)]
+pub struct ProgressGroup(pub Option<indicatif::MultiProgress>);
+
+impl PartialEq for ProgressGroup {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl Default for TrainConfig {
@@ -74,6 +88,7 @@ impl Default for TrainConfig {
             checkpoints: true,
             keep_checkpoints: 1,
             progress: true,
+            progress_group: ProgressGroup::default(),
         }
     }
 }
@@ -312,6 +327,10 @@ impl Trainer<'_> {
         }
         let bar = if t.progress {
             let b = ProgressBar::new(schedule.total as u64);
+            let b = match &t.progress_group.0 {
+                Some(group) => group.add(b),
+                None => b,
+            };
             b.set_style(
                 ProgressStyle::with_template(
                     "{spinner} train [{bar:30}] step {pos}/{len} {msg} eta {eta}",

@@ -16,6 +16,7 @@ fn quick(epochs: usize, lr: f64) -> TrainConfig {
         batch_size: 4,
         warmup_epochs: 1.0,
         progress: false,
+        progress_group: Default::default(),
         ..TrainConfig::default()
     }
 }

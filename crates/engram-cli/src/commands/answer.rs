@@ -129,17 +129,10 @@ pub fn run(a: AnswerArgs) -> Result<()> {
             let gold: Vec<usize> = (0..facts.len()).collect();
             let encoder = match a.retriever {
                 Retriever::Bm25 => None,
-                Retriever::Dense => {
-                    let dir = match engram_checkpoint::model_store::find(&a.encoder) {
-                        Some(m) => m
-                            .ensure()?
-                            .parent()
-                            .expect("cached file has a directory")
-                            .to_path_buf(),
-                        None => PathBuf::from(&a.encoder),
-                    };
-                    Some(BertEncoder::load(&dir, &loaded.model.device())?)
-                }
+                Retriever::Dense => Some(BertEncoder::load(
+                    &engram_checkpoint::model_store::model_dir(&a.encoder)?,
+                    &loaded.model.device(),
+                )?),
             };
             let run = rag_answers(
                 &loaded.model,

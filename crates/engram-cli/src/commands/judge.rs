@@ -7,7 +7,8 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use engram_judge::cache::JudgeCache;
 use engram_judge::{
-    ExactMatchJudge, Judge, JudgeItem, JudgePrompt, OpenAiJudge, OpenAiJudgeConfig, TokenF1Judge,
+    ExactMatchJudge, GoldRecallJudge, Judge, JudgeItem, JudgePrompt, OpenAiJudge,
+    OpenAiJudgeConfig, TokenF1Judge,
 };
 
 /// Which judge.
@@ -17,6 +18,8 @@ pub enum JudgeKind {
     ExactMatch,
     /// Offline: token F1 ≥ --f1-threshold.
     TokenF1,
+    /// Offline: the answer holds every token of the gold answer (token recall ≥ --recall-threshold).
+    GoldRecall,
     /// An LLM over an OpenAI-compatible endpoint.
     Openai,
 }
@@ -36,6 +39,9 @@ pub struct JudgeArgs {
     /// Threshold of the token-F1 judge.
     #[arg(long, default_value_t = 0.5)]
     pub f1_threshold: f64,
+    /// Threshold of the gold-recall judge.
+    #[arg(long, default_value_t = 1.0)]
+    pub recall_threshold: f64,
     /// OpenAI-compatible base URL (e.g. http://localhost:8000/v1).
     #[arg(long, default_value = "http://localhost:8000/v1")]
     pub base_url: String,
@@ -85,6 +91,9 @@ pub fn run(a: JudgeArgs) -> Result<()> {
         JudgeKind::ExactMatch => Box::new(ExactMatchJudge),
         JudgeKind::TokenF1 => Box::new(TokenF1Judge {
             threshold: a.f1_threshold,
+        }),
+        JudgeKind::GoldRecall => Box::new(GoldRecallJudge {
+            threshold: a.recall_threshold,
         }),
         JudgeKind::Openai => {
             let mut cfg = OpenAiJudgeConfig::new(&a.base_url, &a.judge_model);

@@ -118,6 +118,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         checkpoints: !a.no_checkpoints,
         keep_checkpoints: a.keep_checkpoints,
         progress: true,
+        progress_group: Default::default(),
     };
     let trainer = Trainer {
         tokenizer: &loaded.tokenizer,
