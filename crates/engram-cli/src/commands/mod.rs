@@ -8,4 +8,6 @@ pub mod fetch;
 pub mod generate;
 pub mod judge;
 pub mod merge;
+pub mod sweep;
+pub mod table;
 pub mod train;

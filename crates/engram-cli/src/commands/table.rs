@@ -1,0 +1,54 @@
+//! `engram table`: render a results directory as the memorization table (Markdown, CSV), an SVG
+//! plot and the per-fact view.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use engram_experiments::Reference;
+use engram_experiments::render::render_dir;
+
+/// Where `--compare paper` looks for EnronQA's published Table 5.
+pub const PAPER_TABLE: &str = "configs/paper/enronqa-table5.csv";
+
+/// Arguments of `engram table`.
+#[derive(Args, Debug)]
+pub struct TableArgs {
+    /// The results directory (e.g. results/smoke).
+    pub results: PathBuf,
+    /// Reference values beside the measured ones: `paper` (EnronQA Table 5, from
+    /// configs/paper/enronqa-table5.csv) or a CSV in the table's layout.
+    #[arg(long)]
+    pub compare: Option<String>,
+}
+
+/// Runs `engram table`.
+pub fn run(a: TableArgs) -> Result<()> {
+    let reference = match a.compare.as_deref() {
+        None => None,
+        Some(spec) => {
+            let path = PathBuf::from(if spec == "paper" { PAPER_TABLE } else { spec });
+            if !path.is_file() {
+                if spec == "paper" {
+                    bail!(
+                        "{PAPER_TABLE} is missing: engram does not ship the paper's Table 5 values; \
+                         transcribe them from arXiv 2505.00263 §6 into that file (columns: facts, \
+                         Long Context, RAG, LoRA r=8, …) or pass --compare FILE"
+                    );
+                }
+                bail!("--compare {spec}: no such file");
+            }
+            Some(Reference::read(&path)?)
+        }
+    };
+    let r = render_dir(&a.results, reference.as_ref())
+        .with_context(|| format!("rendering {}", a.results.display()))?;
+    for c in &r.corrupt {
+        eprintln!("warning: {c} — not used (rerun the sweep to run the cell again)");
+    }
+    println!("{}", r.markdown);
+    for f in &r.files {
+        eprintln!("wrote {}", f.display());
+    }
+    Ok(())
+}

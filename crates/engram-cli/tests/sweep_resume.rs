@@ -1,0 +1,235 @@
+//! `engram sweep` end to end on the tiny fixture model: a sweep killed (SIGKILL) in the middle
+//! of a LoRA cell and run again gives the same table as an uninterrupted sweep, resumes the
+//! interrupted cell from its checkpoint, and runs no finished cell again.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// configs/ and experiments/tiny.toml in `root`.
+fn tree(root: &Path) -> PathBuf {
+    let model = repo()
+        .join("tests/fixtures/tiny-f32")
+        .canonicalize()
+        .unwrap();
+    let facts = repo()
+        .join("tests/fixtures/facts/synthetic-20.jsonl")
+        .canonicalize()
+        .unwrap();
+    write(
+        root,
+        "configs/models/tiny.toml",
+        &format!("source = {:?}\n", model.display().to_string()),
+    );
+    write(
+        root,
+        "configs/training/quick.toml",
+        "epochs = 30\nlr = 2e-3\nbatch_size = 4\nwarmup_epochs = 0.0\ndecay = false\n",
+    );
+    write(root, "configs/judges/f1.toml", "kind = \"token-f1\"\n");
+    write(
+        root,
+        "experiments/tiny.toml",
+        &format!(
+            "name = \"tiny\"\nmodel = \"tiny\"\ntraining = \"quick\"\njudge = \"f1\"\n\n[facts]\nsource = \"jsonl\"\npath = {:?}\nsizes = [4, 8]\nseed = 1\n\n[methods]\nlora_ranks = [4]\nlong_context = true\nrag = true\nrag_k = 2\n\n[answer]\nbatch_size = 4\nmax_new_tokens = 6\n",
+            facts.display().to_string()
+        ),
+    );
+    root.join("experiments/tiny.toml")
+}
+
+fn sweep(exp: &Path, results: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_engram"));
+    c.arg("sweep")
+        .arg(exp)
+        .arg("--results")
+        .arg(results)
+        .arg("--no-progress");
+    c
+}
+
+fn run_ok(mut c: Command) -> String {
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "sweep failed:\n{err}");
+    err
+}
+
+/// Runs `c`, asserts success, returns its stdout.
+fn stdout_ok(mut c: Command) -> String {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn a_killed_sweep_resumes_to_the_same_table_without_rerunning_finished_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tree(dir.path());
+
+    // Uninterrupted.
+    let a = dir.path().join("results-a");
+    run_ok(sweep(&exp, &a));
+    let table_a = read(&a.join("table.md"));
+    assert!(table_a.contains("| 8 |"), "{table_a}");
+
+    // Killed in the middle of the last cell (n8-lora-r4), after its first epoch checkpoint.
+    let b = dir.path().join("results-b");
+    let mut child = sweep(&exp, &b)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ckpts = b.join("work/n8-lora-r4/checkpoints");
+    let record = b.join("cells/n8-lora-r4.json");
+    let t0 = Instant::now();
+    loop {
+        // A finished checkpoint (epoch-NNNN; epoch-NNNN.tmp is one being written).
+        let saved = std::fs::read_dir(&ckpts).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("epoch-") && !name.contains('.')
+            })
+        });
+        if saved {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the sweep ended before it could be killed"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(600),
+            "no checkpoint appeared"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !record.exists(),
+        "the cell finished before the kill: not a mid-cell interruption"
+    );
+    let finished: Vec<(PathBuf, String)> = std::fs::read_dir(b.join("cells"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| {
+            let t = read(&p);
+            (p, t)
+        })
+        .collect();
+    assert_eq!(finished.len(), 5, "five cells were done before the kill");
+
+    // Rerun: only the interrupted cell runs, resumed from its checkpoint.
+    let log = run_ok(sweep(&exp, &b));
+    assert!(log.contains("5 cells already done"), "{log}");
+    for (p, before) in &finished {
+        assert_eq!(&read(p), before, "{} was rewritten", p.display());
+    }
+    let rec: serde_json::Value = serde_json::from_str(&read(&record)).unwrap();
+    let resumed = rec["metrics"]["resumed_after_epoch"].as_u64();
+    assert!(resumed.is_some_and(|e| (1..30).contains(&e)), "{rec:#}");
+    assert_eq!(read(&b.join("table.md")), table_a);
+    assert_eq!(read(&b.join("per_fact.csv")), read(&a.join("per_fact.csv")));
+
+    // A third run has nothing to do.
+    let log = run_ok(sweep(&exp, &b));
+    assert!(
+        log.contains("6 cells already done") && log.contains("0 cells run"),
+        "{log}"
+    );
+
+    // A corrupt record is reported and its cell runs again (and only it).
+    std::fs::write(b.join("cells/n4-rag.json"), "{ not json").unwrap();
+    let log = run_ok(sweep(&exp, &b));
+    assert!(
+        log.contains("n4-rag.json: corrupt cell record") && log.contains("1 cells run"),
+        "{log}"
+    );
+    assert_eq!(read(&b.join("table.md")), table_a);
+}
+
+#[test]
+fn dry_run_lists_cells_with_estimates_and_only_selects() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tree(dir.path());
+    let mut c = sweep(&exp, &dir.path().join("r"));
+    c.args(["--dry-run", "--only", "n8-*"]);
+    let text = stdout_ok(c);
+    assert!(text.contains("3 cells"), "{text}");
+    assert!(
+        text.contains("n8-lora-r4") && text.contains("to run"),
+        "{text}"
+    );
+    assert!(!text.contains("n4-"), "{text}");
+
+    // The paper's grid: rank 2048 on Llama-3.1-8B needs ~86 GB of adapter state.
+    let table5 = repo().join("experiments/enronqa-table5.toml");
+    let mut c = sweep(&table5, &dir.path().join("t5"));
+    c.args(["--dry-run", "--only", "n10-lora-r2048"])
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_HOME", dir.path().join("hf"));
+    let text = stdout_ok(c);
+    assert!(
+        text.contains("n10-lora-r2048") && text.contains("85.9 GB"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_failed_cell_is_recorded_and_the_sweep_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tree(dir.path());
+    // Training examples longer than 8 tokens are refused: every LoRA cell fails.
+    write(
+        dir.path(),
+        "configs/training/quick.toml",
+        "epochs = 2\nmax_len = 8\n",
+    );
+    let r = dir.path().join("r");
+    let out = sweep(&exp, &r).output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{log}");
+    assert!(log.contains("2 cells failed"), "{log}");
+    let rec: serde_json::Value =
+        serde_json::from_str(&read(&r.join("cells/n4-lora-r4.json"))).unwrap();
+    assert_eq!(rec["status"], "failed");
+    assert!(
+        rec["error"].as_str().unwrap().contains("training into"),
+        "{rec:#}"
+    );
+    // The other cells ran and the table shows the failures.
+    let table = read(&r.join("table.md"));
+    assert!(table.contains("failed"), "{table}");
+    for id in ["n4-long-context", "n4-rag", "n8-long-context", "n8-rag"] {
+        let rec: serde_json::Value =
+            serde_json::from_str(&read(&r.join(format!("cells/{id}.json")))).unwrap();
+        assert_eq!(rec["status"], "done", "{id}");
+    }
+    // A rerun tries the failed cells again, and only them.
+    let out = sweep(&exp, &r).output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("n4-lora-r4: failed before") && log.contains("4 cells already done"),
+        "{log}"
+    );
+}

@@ -1,0 +1,84 @@
+//! Errors of experiments: each names the file, key or value at fault.
+
+use std::path::{Path, PathBuf};
+
+/// What went wrong while reading an experiment, its presets, data or results.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// A config file that is not valid TOML for its kind (unknown key, wrong type, missing key).
+    #[error("{path}: {message}")]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (it names the key).
+        message: String,
+    },
+    /// An experiment names a preset that does not exist.
+    #[error("{experiment}: {kind} preset `{name}` not found (looked for {looked})")]
+    MissingPreset {
+        /// The experiment file.
+        experiment: PathBuf,
+        /// models, training or judges.
+        kind: &'static str,
+        /// The name it gave.
+        name: String,
+        /// Where it was looked for.
+        looked: String,
+    },
+    /// A file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A parquet file that does not hold what EnronQA's files hold.
+    #[error("{path}: {message}")]
+    Parquet {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The experiment asks for more facts than its source holds.
+    #[error(
+        "{experiment}: facts.sizes asks for {wanted} facts, but {source_desc} holds only {available}"
+    )]
+    TooFewFacts {
+        /// The experiment file.
+        experiment: PathBuf,
+        /// Requested.
+        wanted: usize,
+        /// Available.
+        available: usize,
+        /// The source (file, split, inbox).
+        source_desc: String,
+    },
+    /// Downloading the dataset failed.
+    #[error("dataset {repo} file {file}: {message}")]
+    Hub {
+        /// The dataset repo.
+        repo: String,
+        /// The file.
+        file: String,
+        /// The cause.
+        message: String,
+    },
+    /// A fact file problem.
+    #[error(transparent)]
+    Facts(#[from] engram_facts::FactsError),
+}
+
+impl ExperimentError {
+    /// An I/O error mapper naming `path`.
+    pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+        move |source| Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Result of this crate.
+pub type Result<T, E = ExperimentError> = std::result::Result<T, E>;

@@ -1,0 +1,229 @@
+//! `--dry-run` estimates: time and peak memory of every cell, from the model's architecture,
+//! the rank and the facts. These are rough (a FLOP count over an assumed throughput, and a
+//! memory model of weights + adapter state + activations); their use is to show before a launch
+//! that, say, rank 2048 on Llama-3.1-8B needs ~86 GB for its adapter state alone.
+//!
+//! Memory: base weights (parameters × dtype bytes); LoRA state at 16 bytes per adapter parameter
+//! (f32 weight, gradient, AdamW's two moments); training activations ≈ batch × tokens × layers ×
+//! (14·hidden + 4·intermediate) f32 values plus two f32 copies of the logits; long context: the
+//! KV cache of the shared prefix (once, and copied into each row of a question batch) and one
+//! 512-token chunk of attention scores.
+//!
+//! Time: training ≈ epochs × tokens × (4·P + 6·L) FLOPs (forward and input gradients through the
+//! frozen base, full gradients of the adapter), answering ≈ 2·P per prompt or generated token,
+//! over a throughput per backend (`--tflops` overrides it; the CPU default was measured with
+//! `engram bench train` on 2 cores).
+
+use engram_facts::Fact;
+use engram_model::{LlamaConfig, LoraTarget};
+
+use crate::cells::{Cell, Method};
+use crate::experiment::Experiment;
+
+/// Prompt-template tokens around a question (system header, turn markers).
+const TEMPLATE_TOKENS: f64 = 30.0;
+
+/// Assumed sustained FLOP/s of a backend when the user gives none.
+pub fn default_flops(backend: &str) -> f64 {
+    match backend.split(':').next().unwrap_or("cpu") {
+        "cuda" => 200e12,
+        "wgpu" | "auto" => 20e12,
+        _ => 0.05e12,
+    }
+}
+
+/// Adapter parameters of a LoRA setup on `cfg`.
+pub fn lora_parameters(
+    cfg: &LlamaConfig,
+    rank: usize,
+    targets: &[LoraTarget],
+    layers: Option<&[usize]>,
+) -> usize {
+    let h = cfg.hidden_size;
+    let q = cfg.num_attention_heads * cfg.head_dim;
+    let kv = cfg.num_key_value_heads * cfg.head_dim;
+    let i = cfg.intermediate_size;
+    let per_layer: usize = targets
+        .iter()
+        .map(|t| match t.name() {
+            "q_proj" => h + q,
+            "k_proj" | "v_proj" => h + kv,
+            "o_proj" => q + h,
+            "gate_proj" | "up_proj" => h + i,
+            _ => i + h,
+        })
+        .sum();
+    let n_layers = layers.map_or(cfg.num_hidden_layers, <[usize]>::len);
+    rank * per_layer * n_layers
+}
+
+/// One cell's estimate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    /// Seconds.
+    pub seconds: f64,
+    /// Peak device memory in bytes.
+    pub peak_bytes: f64,
+    /// Of which LoRA weights + gradients + AdamW state.
+    pub adapter_state_bytes: f64,
+    /// A note (e.g. long context that will not fit).
+    pub note: Option<String>,
+}
+
+fn tokens(text: &str) -> f64 {
+    (text.chars().count() as f64 / 4.0).max(1.0)
+}
+
+fn dtype_bytes(dtype: &str) -> f64 {
+    if dtype == "f32" { 4.0 } else { 2.0 }
+}
+
+/// Estimates `cell` of `exp` on architecture `cfg` with `facts` (the cell's sample), at
+/// `flops` FLOP/s.
+pub fn estimate(
+    exp: &Experiment,
+    cfg: &LlamaConfig,
+    cell: &Cell,
+    facts: &[Fact],
+    flops: f64,
+) -> Estimate {
+    let p = cfg.num_parameters() as f64;
+    let weights = p * dtype_bytes(&exp.model.dtype);
+    let n = facts.len() as f64;
+    let new_tokens = exp.answer.max_new_tokens as f64 / 2.0;
+    let question_tokens: f64 = facts.iter().map(|f| tokens(&f.question)).sum::<f64>() / n;
+    let answer_cost = |prompt_tokens: f64| n * (prompt_tokens + new_tokens) * 2.0 * p / flops;
+    let layers = cfg.num_hidden_layers as f64;
+    let (h, i, v) = (
+        cfg.hidden_size as f64,
+        cfg.intermediate_size as f64,
+        cfg.vocab_size as f64,
+    );
+    let window = exp
+        .model
+        .context_window
+        .unwrap_or(cfg.max_position_embeddings) as f64;
+    match cell.method {
+        Method::Lora { rank } => {
+            let t = &exp.training;
+            let targets = LoraTarget::parse_list(&t.targets).unwrap_or_default();
+            let l = lora_parameters(cfg, rank, &targets, t.layers.as_deref()) as f64;
+            let example_tokens: f64 = facts
+                .iter()
+                .map(|f| tokens(&f.rephrased_question) + tokens(&f.answer) + TEMPLATE_TOKENS)
+                .sum();
+            let longest = facts
+                .iter()
+                .map(|f| tokens(&f.rephrased_question) + tokens(&f.answer) + TEMPLATE_TOKENS)
+                .fold(0.0, f64::max);
+            let train_s = t.epochs as f64 * example_tokens * (4.0 * p + 6.0 * l) / flops;
+            let batch = t.batch_size as f64;
+            let activations = batch * longest * (layers * (14.0 * h + 4.0 * i) + 2.0 * v) * 4.0;
+            let adapter = 16.0 * l;
+            Estimate {
+                seconds: train_s + answer_cost(question_tokens + TEMPLATE_TOKENS),
+                peak_bytes: weights + adapter + activations,
+                adapter_state_bytes: adapter,
+                note: None,
+            }
+        }
+        Method::LongContext => {
+            let prefix: f64 = facts
+                .iter()
+                .map(|f| tokens(&f.question) + tokens(&f.answer) + 4.0)
+                .sum::<f64>()
+                + TEMPLATE_TOKENS;
+            let kv_bytes = layers
+                * 2.0
+                * (cfg.num_key_value_heads * cfg.head_dim) as f64
+                * dtype_bytes(&exp.model.dtype);
+            let batch = exp.answer.batch_size as f64;
+            let scores = 512.0 * prefix * cfg.num_attention_heads as f64 * 4.0;
+            let needed = prefix + question_tokens + new_tokens;
+            let prefill = prefix * 2.0 * p + 2.0 * layers * prefix * prefix * h;
+            if needed > window {
+                // Only the prompts are tokenized: the cell records NA.
+                return Estimate {
+                    seconds: 0.0,
+                    peak_bytes: weights,
+                    adapter_state_bytes: 0.0,
+                    note: Some(format!(
+                        "NA: the prompt needs ~{needed:.0} tokens, the window is {window:.0}"
+                    )),
+                };
+            }
+            Estimate {
+                seconds: prefill / flops + answer_cost(question_tokens),
+                // The prefix cache, and one copy per row of a question batch.
+                peak_bytes: weights + kv_bytes * (prefix + new_tokens) * (1.0 + batch) + scores,
+                adapter_state_bytes: 0.0,
+                note: None,
+            }
+        }
+        Method::Rag => {
+            let k = (exp.methods.rag_k as f64).min(n);
+            let fact_tokens: f64 = facts
+                .iter()
+                .map(|f| tokens(&f.question) + tokens(&f.answer) + 4.0)
+                .sum::<f64>()
+                / n;
+            let prompt = k * fact_tokens + question_tokens + TEMPLATE_TOKENS;
+            let kv_bytes = layers
+                * 2.0
+                * (cfg.num_key_value_heads * cfg.head_dim) as f64
+                * dtype_bytes(&exp.model.dtype);
+            let batch = exp.answer.batch_size as f64;
+            Estimate {
+                seconds: answer_cost(prompt),
+                peak_bytes: weights + kv_bytes * (prompt + new_tokens) * batch,
+                adapter_state_bytes: 0.0,
+                note: None,
+            }
+        }
+    }
+}
+
+/// `1.2 GB`, `340 MB`.
+pub fn human_bytes(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.1} GB", b / 1e9)
+    } else {
+        format!("{:.0} MB", b / 1e6)
+    }
+}
+
+/// `45 s`, `12 min`, `3.4 h`.
+pub fn human_seconds(s: f64) -> String {
+    if s < 90.0 {
+        format!("{s:.0} s")
+    } else if s < 5400.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_2048_on_llama_3_1_8b_needs_about_86_gb_of_adapter_state() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../configs/models/llama-3.1-8b-instruct.config.json"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let cfg = LlamaConfig::from_hf_json(&v, path).unwrap();
+        let all = LoraTarget::ALL;
+        // Per layer: q 4096+4096, k/v 4096+1024 each, o 4096+4096, gate/up 4096+14336 each,
+        // down 14336+4096 = 81920 per unit of rank; × 32 layers × 2048.
+        let l = lora_parameters(&cfg, 2048, &all, None);
+        assert_eq!(l, 81920 * 32 * 2048);
+        let gb = 16.0 * l as f64 / 1e9;
+        assert!((gb - 85.9).abs() < 0.1, "{gb}");
+        // PEFT's count for rank 8 on all linear layers of Llama-3.1-8B: 20,971,520.
+        assert_eq!(lora_parameters(&cfg, 8, &all, None), 20_971_520);
+    }
+}

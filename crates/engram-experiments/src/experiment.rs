@@ -1,0 +1,391 @@
+//! Experiment files (`experiments/NAME.toml`): which presets, which facts, which methods, and
+//! field overrides of the presets. Loading resolves every preset and checks every key.
+//!
+//! ```toml
+//! name = "smoke"                      # default: the file name
+//! model = "smollm2-135m-instruct"     # configs/models/<name>.toml (or a path ending .toml)
+//! training = "enronqa-lora"           # configs/training/<name>.toml
+//! judge = "token-f1"                  # configs/judges/<name>.toml
+//! backend = "cpu"                     # cpu, wgpu, cuda[:N], auto
+//!
+//! [facts]
+//! source = "jsonl"                    # or "enronqa"
+//! path = "data/smoke-facts.jsonl"     # jsonl: relative to this file
+//! sizes = [10, 20]
+//! seed = 0
+//!
+//! [methods]
+//! lora_ranks = [8, 64]
+//! long_context = true
+//! rag = true
+//!
+//! [override.training]                 # any training-preset key
+//! lr = 1e-3
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ExperimentError, Result};
+use crate::presets::{JudgePreset, ModelPreset, TrainingPreset};
+
+/// The experiment file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExperimentFile {
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    model: String,
+    training: String,
+    judge: String,
+    #[serde(default = "cpu")]
+    backend: String,
+    facts: FactsSpec,
+    methods: MethodsSpec,
+    #[serde(default)]
+    answer: AnswerSpec,
+    #[serde(default, rename = "override")]
+    overrides: Overrides,
+}
+
+fn cpu() -> String {
+    "cpu".into()
+}
+
+/// Per-preset overrides (`[override.model]`, `[override.training]`, `[override.judge]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Overrides {
+    #[serde(default)]
+    model: toml::Table,
+    #[serde(default)]
+    training: toml::Table,
+    #[serde(default)]
+    judge: toml::Table,
+}
+
+/// Where the facts come from and how many (`[facts]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactsSpec {
+    /// `jsonl` (a fact file) or `enronqa` (the EnronQA parquet files, via the hub).
+    pub source: String,
+    /// The JSONL file (relative to the experiment file), for `source = "jsonl"`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// EnronQA split: train, dev or test.
+    #[serde(default)]
+    pub split: Option<String>,
+    /// Only facts from this EnronQA inbox (the `user` column).
+    #[serde(default)]
+    pub inbox: Option<String>,
+    /// A local directory holding the EnronQA parquet files (`data/*.parquet`) instead of the hub.
+    #[serde(default)]
+    pub dir: Option<String>,
+    /// Fact counts: nested samples (each smaller sample inside every larger one).
+    pub sizes: Vec<usize>,
+    /// Seed of the sampling order.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// Which methods run at every fact count (`[methods]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MethodsSpec {
+    /// LoRA ranks (one cell each).
+    #[serde(default)]
+    pub lora_ranks: Vec<usize>,
+    /// Every fact in the prompt (NA once it does not fit the window).
+    #[serde(default)]
+    pub long_context: bool,
+    /// The top-k retrieved facts in the prompt.
+    #[serde(default)]
+    pub rag: bool,
+    /// RAG's k (EnronQA: 100).
+    #[serde(default = "hundred")]
+    pub rag_k: usize,
+    /// RAG retriever: bm25 or dense.
+    #[serde(default = "bm25")]
+    pub retriever: String,
+    /// Dense retriever's encoder (registry alias or BERT directory).
+    #[serde(default = "minilm")]
+    pub encoder: String,
+}
+
+fn hundred() -> usize {
+    100
+}
+fn bm25() -> String {
+    "bm25".into()
+}
+fn minilm() -> String {
+    "all-minilm-l6-v2".into()
+}
+
+/// How questions are answered (`[answer]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerSpec {
+    /// Questions per generation batch.
+    #[serde(default = "eight")]
+    pub batch_size: usize,
+    /// Most new tokens per answer.
+    #[serde(default = "thirty_two")]
+    pub max_new_tokens: usize,
+}
+
+fn eight() -> usize {
+    8
+}
+fn thirty_two() -> usize {
+    32
+}
+
+impl Default for AnswerSpec {
+    fn default() -> Self {
+        Self {
+            batch_size: 8,
+            max_new_tokens: 32,
+        }
+    }
+}
+
+/// A loaded experiment: its own settings and its resolved presets (overrides applied).
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    /// The experiment file.
+    pub path: PathBuf,
+    /// Its name (results go to `results/<name>/`).
+    pub name: String,
+    /// Free text.
+    pub description: Option<String>,
+    /// The model.
+    pub model: ModelPreset,
+    /// Where the model preset was read.
+    pub model_file: PathBuf,
+    /// The training setup.
+    pub training: TrainingPreset,
+    /// The judge.
+    pub judge: JudgePreset,
+    /// Where the judge preset was read.
+    pub judge_file: PathBuf,
+    /// Compute backend.
+    pub backend: String,
+    /// The facts.
+    pub facts: FactsSpec,
+    /// The methods.
+    pub methods: MethodsSpec,
+    /// Answering.
+    pub answer: AnswerSpec,
+}
+
+/// Parses `text` (the contents of `path`) as `T`, naming the file in any error.
+fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
+    toml::from_str(text).map_err(|e| ExperimentError::Config {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(ExperimentError::io(path))
+}
+
+/// The `configs/` directory that belongs to an experiment file: `../configs` beside its
+/// `experiments/` directory, else `./configs`.
+pub fn default_configs_dir(experiment: &Path) -> PathBuf {
+    let beside = experiment
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("configs"));
+    match beside {
+        Some(dir) if dir.is_dir() => dir,
+        _ => PathBuf::from("configs"),
+    }
+}
+
+impl Experiment {
+    /// Reads `path`, resolving presets under `configs` (see [`default_configs_dir`]).
+    pub fn load(path: &Path, configs: &Path) -> Result<Self> {
+        let file: ExperimentFile = parse(path, &read(path)?)?;
+        let (model, model_file) =
+            resolve::<ModelPreset>(path, configs, "models", &file.model, &file.overrides.model)?;
+        let (training, _) = resolve::<TrainingPreset>(
+            path,
+            configs,
+            "training",
+            &file.training,
+            &file.overrides.training,
+        )?;
+        let (judge, judge_file) =
+            resolve::<JudgePreset>(path, configs, "judges", &file.judge, &file.overrides.judge)?;
+        let name = match file.name {
+            Some(n) => n,
+            None => path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "experiment".into()),
+        };
+        let exp = Self {
+            path: path.to_path_buf(),
+            name,
+            description: file.description,
+            model,
+            model_file,
+            training,
+            judge,
+            judge_file,
+            backend: file.backend,
+            facts: file.facts,
+            methods: file.methods,
+            answer: file.answer,
+        };
+        exp.validate()?;
+        Ok(exp)
+    }
+
+    fn bad(&self, message: String) -> ExperimentError {
+        ExperimentError::Config {
+            path: self.path.clone(),
+            message,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let f = &self.facts;
+        if f.sizes.is_empty() || f.sizes.contains(&0) {
+            return Err(self.bad(format!(
+                "facts.sizes must list fact counts ≥ 1 (got {:?})",
+                f.sizes
+            )));
+        }
+        match f.source.as_str() {
+            "jsonl" => {
+                if f.path.is_none() {
+                    return Err(self.bad("facts.source = \"jsonl\" needs facts.path".into()));
+                }
+                for (key, v) in [("split", &f.split), ("inbox", &f.inbox), ("dir", &f.dir)] {
+                    if v.is_some() {
+                        return Err(self.bad(format!(
+                            "facts.{key} is only for facts.source = \"enronqa\""
+                        )));
+                    }
+                }
+            }
+            "enronqa" => {
+                if f.path.is_some() {
+                    return Err(self.bad("facts.path is only for facts.source = \"jsonl\"".into()));
+                }
+                let split = f.split.as_deref().unwrap_or("train");
+                if !["train", "dev", "test"].contains(&split) {
+                    return Err(self.bad(format!(
+                        "facts.split = \"{split}\": EnronQA's splits are train, dev and test"
+                    )));
+                }
+            }
+            other => {
+                return Err(self.bad(format!(
+                    "facts.source = \"{other}\": expected \"jsonl\" or \"enronqa\""
+                )));
+            }
+        }
+        let m = &self.methods;
+        if m.lora_ranks.is_empty() && !m.long_context && !m.rag {
+            return Err(self.bad(
+                "[methods] runs nothing: set lora_ranks, long_context = true or rag = true".into(),
+            ));
+        }
+        if m.lora_ranks.contains(&0) {
+            return Err(self.bad("methods.lora_ranks: a rank must be ≥ 1".into()));
+        }
+        if !["bm25", "dense"].contains(&m.retriever.as_str()) {
+            return Err(self.bad(format!(
+                "methods.retriever = \"{}\": expected \"bm25\" or \"dense\"",
+                m.retriever
+            )));
+        }
+        if m.rag && m.rag_k == 0 {
+            return Err(self.bad("methods.rag_k must be ≥ 1".into()));
+        }
+        if self.answer.batch_size == 0 || self.training.batch_size == 0 {
+            return Err(self.bad("batch sizes must be ≥ 1".into()));
+        }
+        engram_model::LoraTarget::parse_list(&self.training.targets)
+            .map_err(|e| self.bad(format!("training targets: {e}")))?;
+        Ok(())
+    }
+
+    /// The model source with a relative path taken from the preset's directory.
+    pub fn model_source(&self) -> String {
+        let beside = self.model_file.parent().map(|d| d.join(&self.model.source));
+        match beside {
+            Some(p) if p.exists() => p.to_string_lossy().into_owned(),
+            _ => self.model.source.clone(),
+        }
+    }
+
+    /// A path from the experiment file's directory.
+    pub fn relative_to_experiment(&self, p: &str) -> PathBuf {
+        self.path.parent().unwrap_or(Path::new(".")).join(p)
+    }
+
+    /// A path from the judge preset's directory.
+    pub fn relative_to_judge(&self, p: &str) -> PathBuf {
+        self.judge_file.parent().unwrap_or(Path::new(".")).join(p)
+    }
+}
+
+/// Finds preset `name` of `kind`, applies `overrides`, and parses it (unknown keys rejected,
+/// whether in the preset or in the experiment's override table).
+fn resolve<T: DeserializeOwned>(
+    experiment: &Path,
+    configs: &Path,
+    kind: &'static str,
+    name: &str,
+    overrides: &toml::Table,
+) -> Result<(T, PathBuf)> {
+    let file = if name.ends_with(".toml") {
+        experiment.parent().unwrap_or(Path::new(".")).join(name)
+    } else {
+        configs.join(kind).join(format!("{name}.toml"))
+    };
+    if !file.is_file() {
+        return Err(ExperimentError::MissingPreset {
+            experiment: experiment.to_path_buf(),
+            kind,
+            name: name.to_string(),
+            looked: file.display().to_string(),
+        });
+    }
+    let text = read(&file)?;
+    // The preset alone must be valid, so that an error after merging is the override's.
+    let _: T = parse(&file, &text)?;
+    if overrides.is_empty() {
+        return Ok((parse(&file, &text)?, file));
+    }
+    let mut table: toml::Table = parse(&file, &text)?;
+    for (k, v) in overrides {
+        table.insert(k.clone(), v.clone());
+    }
+    let value = toml::Value::Table(table);
+    let parsed = value.try_into().map_err(|e: toml::de::Error| {
+        let section = match kind {
+            "models" => "model",
+            "judges" => "judge",
+            _ => "training",
+        };
+        ExperimentError::Config {
+            path: experiment.to_path_buf(),
+            message: format!(
+                "[override.{section}] (over {}): {}",
+                file.display(),
+                e.to_string().trim_end()
+            ),
+        }
+    })?;
+    Ok((parsed, file))
+}

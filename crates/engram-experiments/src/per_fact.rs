@@ -1,0 +1,143 @@
+//! The per-fact view: which facts each method answers right at each size, and which it loses
+//! (right at one size, wrong at the next larger one) as the number of facts grows.
+
+use std::collections::BTreeMap;
+
+use crate::cells::Method;
+use crate::record::{CellRecord, CellStatus};
+
+/// Facts shown in the Markdown grid (the CSV has every fact).
+const GRID_ROWS: usize = 200;
+
+/// A fact's outcome in one cell.
+fn mark(rec: &CellRecord, id: &str) -> &'static str {
+    if rec.status == CellStatus::Na {
+        return "NA";
+    }
+    match rec.questions.iter().find(|q| q.id == id) {
+        None => "",
+        Some(q) => match q.correct {
+            Some(true) => "✓",
+            Some(false) => "✗",
+            None => "?",
+        },
+    }
+}
+
+/// Fact ids in sample order: the smallest sample's facts first (samples are nested).
+fn fact_order(records: &[&CellRecord]) -> Vec<String> {
+    let mut by_size: Vec<&&CellRecord> = records.iter().collect();
+    by_size.sort_by_key(|r| r.cell.facts);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut order = Vec::new();
+    for r in by_size {
+        for q in &r.questions {
+            if seen.insert(q.id.clone()) {
+                order.push(q.id.clone());
+            }
+        }
+    }
+    order
+}
+
+fn done(records: &[CellRecord]) -> Vec<&CellRecord> {
+    let mut v: Vec<&CellRecord> = records
+        .iter()
+        .filter(|r| r.status != CellStatus::Failed)
+        .collect();
+    v.sort_by_key(|r| (r.cell.method, r.cell.facts));
+    v
+}
+
+/// CSV: one row per fact, one column per cell (`n10 LoRA r=8`), ✓ / ✗ / NA / empty (not in
+/// that sample).
+pub fn csv(records: &[CellRecord]) -> String {
+    let recs = done(records);
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header = vec!["fact".to_string()];
+    header.extend(
+        recs.iter()
+            .map(|r| format!("n{} {}", r.cell.facts, r.cell.method.header())),
+    );
+    w.write_record(&header).expect("in-memory csv");
+    for id in fact_order(&recs) {
+        let mut row = vec![id.clone()];
+        row.extend(recs.iter().map(|r| mark(r, &id).to_string()));
+        w.write_record(&row).expect("in-memory csv");
+    }
+    String::from_utf8(w.into_inner().expect("flush")).expect("utf-8")
+}
+
+/// Markdown: per method, facts lost and gained between consecutive sizes (among facts in both
+/// samples), then the full grid.
+pub fn markdown(records: &[CellRecord]) -> String {
+    let recs = done(records);
+    let mut by_method: BTreeMap<Method, Vec<&CellRecord>> = BTreeMap::new();
+    for r in &recs {
+        by_method.entry(r.cell.method).or_default().push(r);
+    }
+    let mut s = String::from("# Per-fact view\n\n## Facts lost as the number of facts grows\n\n");
+    s.push_str("Among the facts of the smaller sample: answered right there, wrong at the larger size (lost), or the reverse (gained).\n\n");
+    s.push_str("| Method | Sizes | Lost | Gained | Lost facts |\n|---|---|---:|---:|---|\n");
+    for (m, rs) in &by_method {
+        for pair in rs.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if a.status == CellStatus::Na || b.status == CellStatus::Na {
+                continue;
+            }
+            let (mut lost, mut gained) = (Vec::new(), 0);
+            for q in &a.questions {
+                let before = q.correct == Some(true);
+                let after = b
+                    .questions
+                    .iter()
+                    .find(|x| x.id == q.id)
+                    .is_some_and(|x| x.correct == Some(true));
+                if before && !after {
+                    lost.push(q.id.clone());
+                } else if !before && after {
+                    gained += 1;
+                }
+            }
+            let shown = if lost.len() > 8 {
+                format!("{} …", lost[..8].join(", "))
+            } else {
+                lost.join(", ")
+            };
+            s.push_str(&format!(
+                "| {} | {} → {} | {} | {gained} | {shown} |\n",
+                m.header(),
+                a.cell.facts,
+                b.cell.facts,
+                lost.len()
+            ));
+        }
+    }
+    let order = fact_order(&recs);
+    s.push_str(
+        "\n## Every fact\n\n✓ right, ✗ wrong, NA not applicable, empty: not in that sample.",
+    );
+    if order.len() > GRID_ROWS {
+        s.push_str(&format!(
+            " The first {GRID_ROWS} of {} facts (all of them in per_fact.csv).",
+            order.len()
+        ));
+    }
+    s.push_str("\n\n| Fact |");
+    for r in &recs {
+        s.push_str(&format!(" n{} {} |", r.cell.facts, r.cell.method.header()));
+    }
+    s.push_str("\n|---|");
+    for _ in &recs {
+        s.push_str(":-:|");
+    }
+    s.push('\n');
+    for id in order.iter().take(GRID_ROWS) {
+        s.push_str(&format!("| {id} |"));
+        for r in &recs {
+            s.push_str(&format!(" {} |", mark(r, id)));
+        }
+        s.push('\n');
+    }
+    s
+}

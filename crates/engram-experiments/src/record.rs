@@ -1,0 +1,226 @@
+//! One record per finished (or failed) cell, `results/<experiment>/cells/<cell>.json`, written
+//! atomically: what ran (experiment, config hash, the resolved config), what came out (metrics,
+//! every question's answer and verdict), how long it took and with which versions.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cells::Cell;
+use crate::error::{ExperimentError, Result};
+
+/// The record format version.
+pub const FORMAT: u32 = 1;
+
+/// How a cell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CellStatus {
+    /// Answered and judged.
+    Done,
+    /// The method does not apply (long context that does not fit the window).
+    Na,
+    /// An error stopped it (the sweep went on; a rerun tries it again).
+    Failed,
+}
+
+/// One question's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionRecord {
+    /// The fact id.
+    pub id: String,
+    /// The question asked (the original one).
+    pub question: String,
+    /// The gold answer.
+    pub gold: String,
+    /// The model's answer (`None` for NA).
+    pub answer: Option<String>,
+    /// The verdict (`None`: no verdict).
+    pub correct: Option<bool>,
+    /// The judge's raw output.
+    #[serde(default)]
+    pub judge_raw: String,
+}
+
+/// Seconds spent in each stage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// Loading the model (first cell of a run only).
+    #[serde(default)]
+    pub load_s: f64,
+    /// LoRA training.
+    #[serde(default)]
+    pub train_s: f64,
+    /// Answering.
+    #[serde(default)]
+    pub answer_s: f64,
+    /// Judging.
+    #[serde(default)]
+    pub judge_s: f64,
+    /// The whole cell.
+    pub total_s: f64,
+}
+
+/// A cell's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellRecord {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// The experiment's name.
+    pub experiment: String,
+    /// The cell id (`n10-lora-r8`).
+    pub cell_id: String,
+    /// The cell.
+    pub cell: Cell,
+    /// SHA-256 of the resolved configuration below: a record whose hash differs from the
+    /// experiment's current one is stale and the cell runs again.
+    pub config_hash: String,
+    /// Everything that determines the cell's outcome.
+    pub config: Value,
+    /// How it ended.
+    pub status: CellStatus,
+    /// The error, for failed cells; the reason, for NA cells.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Questions judged correct / questions (`None` unless done).
+    pub accuracy: Option<f64>,
+    /// Further figures (correct, judged, train loss, retrieval recall, prompt tokens …).
+    pub metrics: Value,
+    /// Every question.
+    pub questions: Vec<QuestionRecord>,
+    /// Stage timings.
+    pub timings: Timings,
+    /// engram, Burn and judge versions.
+    pub versions: Value,
+    /// When the record was written (seconds since the Unix epoch).
+    pub finished_unix: u64,
+}
+
+/// Where a sweep writes: `results/<experiment>/`.
+#[derive(Debug, Clone)]
+pub struct ResultsDir {
+    /// The root.
+    pub root: PathBuf,
+}
+
+/// What was found for a cell.
+#[derive(Debug)]
+pub enum Found {
+    /// No record.
+    Missing,
+    /// A readable record.
+    Record(Box<CellRecord>),
+    /// A record that could not be read (named in the message); never used.
+    Corrupt(String),
+}
+
+impl ResultsDir {
+    /// A results directory at `root` (created on first write).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// Creates the directory tree, naming it in any error.
+    pub fn create(&self) -> Result<()> {
+        for d in [self.cells_dir(), self.work_dir()] {
+            std::fs::create_dir_all(&d).map_err(ExperimentError::io(&d))?;
+        }
+        Ok(())
+    }
+
+    /// `cells/`: one JSON record per cell.
+    pub fn cells_dir(&self) -> PathBuf {
+        self.root.join("cells")
+    }
+
+    /// `work/`: per-cell working files (LoRA checkpoints and adapters).
+    pub fn work_dir(&self) -> PathBuf {
+        self.root.join("work")
+    }
+
+    /// The record file of `cell_id`.
+    pub fn record_path(&self, cell_id: &str) -> PathBuf {
+        self.cells_dir().join(format!("{cell_id}.json"))
+    }
+
+    /// Reads the record of `cell_id`.
+    pub fn read(&self, cell_id: &str) -> Found {
+        read_record(&self.record_path(cell_id))
+    }
+
+    /// Writes `rec` atomically.
+    pub fn write(&self, rec: &CellRecord) -> Result<()> {
+        let path = self.record_path(&rec.cell_id);
+        let bytes = serde_json::to_vec_pretty(rec).expect("records serialize");
+        engram_lora::atomic::write_file(&path, &bytes).map_err(|e| ExperimentError::Io {
+            path: path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    }
+
+    /// Every record under `cells/` (sorted by file name), and the corrupt files with why.
+    pub fn read_all(&self) -> Result<(Vec<CellRecord>, Vec<String>)> {
+        let dir = self.cells_dir();
+        if !self.root.is_dir() {
+            return Err(ExperimentError::Io {
+                path: self.root.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such results directory",
+                ),
+            });
+        }
+        let entries = std::fs::read_dir(&dir).map_err(ExperimentError::io(&dir))?;
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        paths.sort();
+        let (mut records, mut corrupt) = (Vec::new(), Vec::new());
+        for p in paths {
+            match read_record(&p) {
+                Found::Record(r) => records.push(*r),
+                Found::Corrupt(why) => corrupt.push(why),
+                Found::Missing => {}
+            }
+        }
+        Ok((records, corrupt))
+    }
+}
+
+fn read_record(path: &Path) -> Found {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Missing,
+        Err(e) => return Found::Corrupt(format!("{}: {e}", path.display())),
+    };
+    match serde_json::from_slice::<CellRecord>(&bytes) {
+        Ok(r) if r.format != FORMAT => Found::Corrupt(format!(
+            "{}: record format {} (this engram writes {FORMAT})",
+            path.display(),
+            r.format
+        )),
+        Ok(r) => {
+            let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+            if stem.as_deref() != Some(r.cell_id.as_str()) || r.cell.id() != r.cell_id {
+                Found::Corrupt(format!(
+                    "{}: holds cell `{}`, not the cell its name says",
+                    path.display(),
+                    r.cell_id
+                ))
+            } else {
+                Found::Record(Box::new(r))
+            }
+        }
+        Err(e) => Found::Corrupt(format!("{}: corrupt cell record ({e})", path.display())),
+    }
+}
+
+/// SHA-256 (hex) of a JSON value's compact text.
+pub fn hash_json(v: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(v.to_string().as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}

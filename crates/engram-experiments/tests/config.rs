@@ -1,0 +1,142 @@
+//! Experiment files and presets: the shipped ones load, unknown keys and missing presets are
+//! errors that name the key and the file, and impossible fact counts are named.
+
+use std::path::{Path, PathBuf};
+
+use engram_experiments::cells::expand;
+use engram_experiments::sweep::{load_pool, samples};
+use engram_experiments::{Experiment, ExperimentError, default_configs_dir};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn shipped_experiments_load() {
+    let table5 = repo().join("experiments/enronqa-table5.toml");
+    let exp = Experiment::load(&table5, &default_configs_dir(&table5)).unwrap();
+    assert_eq!(exp.name, "enronqa-table5");
+    assert_eq!(exp.model.source, "meta-llama/Llama-3.1-8B-Instruct");
+    assert_eq!(exp.training.lr, 1e-4);
+    assert_eq!(exp.training.alpha_per_rank, 4.0);
+    assert_eq!(exp.training.targets.len(), 7);
+    // 7 fact counts × (long context + RAG + 9 ranks), as Table 5.
+    assert_eq!(expand(&exp).len(), 77);
+
+    let smoke = repo().join("experiments/smoke.toml");
+    let exp = Experiment::load(&smoke, &default_configs_dir(&smoke)).unwrap();
+    assert_eq!(exp.training.lr, 2e-3, "[override.training] applies");
+    assert_eq!(exp.training.epochs, 10, "the preset's other keys stay");
+    let (pool, _) = load_pool(&exp).unwrap();
+    let s = samples(&exp, &pool, "smoke").unwrap();
+    assert_eq!(s.keys().copied().collect::<Vec<_>>(), vec![10, 20, 40]);
+    assert!(pool.iter().all(|f| f.id.starts_with("synthetic-")));
+    assert!(pool.iter().all(|f| f.question != f.rephrased_question));
+}
+
+/// A scratch tree: configs/{models,training,judges} and experiments/x.toml.
+struct Tree {
+    dir: tempfile::TempDir,
+}
+
+impl Tree {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Self { dir };
+        t.write("configs/models/m.toml", "source = \"some/model\"\n");
+        t.write("configs/training/t.toml", "epochs = 3\n");
+        t.write("configs/judges/j.toml", "kind = \"token-f1\"\n");
+        t.write("experiments/facts.jsonl", &facts(5));
+        t
+    }
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+    fn experiment(&self, extra: &str) -> Result<Experiment, ExperimentError> {
+        let text = format!(
+            "model = \"m\"\ntraining = \"t\"\njudge = \"j\"\n{extra}\n[facts]\nsource = \"jsonl\"\npath = \"facts.jsonl\"\nsizes = [2, 4]\n\n[methods]\nlora_ranks = [4]\n"
+        );
+        let p = self.write("experiments/x.toml", &text);
+        Experiment::load(&p, &default_configs_dir(&p))
+    }
+}
+
+fn facts(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("{{\"id\": \"f{i}\", \"question\": \"q{i}?\", \"rephrased_question\": \"r{i}?\", \"answer\": \"a{i}\"}}\n"))
+        .collect()
+}
+
+#[test]
+fn a_minimal_experiment_loads_with_defaults() {
+    let t = Tree::new();
+    let exp = t.experiment("").unwrap();
+    assert_eq!(exp.name, "x");
+    assert_eq!(exp.training.epochs, 3);
+    assert_eq!(exp.training.lr, 1e-4, "default from the paper");
+    assert_eq!(exp.backend, "cpu");
+}
+
+#[test]
+fn unknown_keys_are_named_with_their_file() {
+    let t = Tree::new();
+    let e = t.experiment("learning_rate = 3").unwrap_err().to_string();
+    assert!(e.contains("x.toml") && e.contains("learning_rate"), "{e}");
+
+    let e = t
+        .experiment("[override.training]\nlearnig_rate = 1e-3")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("x.toml") && e.contains("[override.training]") && e.contains("learnig_rate"),
+        "{e}"
+    );
+
+    t.write("configs/training/t.toml", "epochs = 3\ndropuot = 0.1\n");
+    let e = t.experiment("").unwrap_err().to_string();
+    assert!(e.contains("t.toml") && e.contains("dropuot"), "{e}");
+    t.write("configs/training/t.toml", "epochs = 3\n");
+
+    t.write(
+        "configs/judges/j.toml",
+        "kind = \"token-f1\"\nthreshhold = 0.4\n",
+    );
+    let e = t.experiment("").unwrap_err().to_string();
+    assert!(e.contains("j.toml") && e.contains("threshhold"), "{e}");
+}
+
+#[test]
+fn missing_presets_and_impossible_sizes_are_named() {
+    let t = Tree::new();
+    let p = t.write(
+        "experiments/y.toml",
+        "model = \"nope\"\ntraining = \"t\"\njudge = \"j\"\n[facts]\nsource = \"jsonl\"\npath = \"facts.jsonl\"\nsizes = [2]\n[methods]\nrag = true\n",
+    );
+    let e = Experiment::load(&p, &default_configs_dir(&p))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("y.toml") && e.contains("models preset `nope`") && e.contains("nope.toml"),
+        "{e}"
+    );
+
+    let exp = t.experiment("").unwrap();
+    let (pool, src) = load_pool(&exp).unwrap();
+    let mut big = exp.clone();
+    big.facts.sizes = vec![2, 50];
+    let e = samples(&big, &pool, &src).unwrap_err().to_string();
+    assert!(
+        e.contains("x.toml") && e.contains("asks for 50 facts") && e.contains("only 5"),
+        "{e}"
+    );
+
+    let e = t.experiment("").map(|_| ()).and_then(|_| {
+        t.write("experiments/facts.jsonl", "");
+        load_pool(&exp).map(|_| ())
+    });
+    let e = e.unwrap_err().to_string();
+    assert!(e.contains("facts.jsonl"), "{e}");
+}
