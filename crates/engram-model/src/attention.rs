@@ -1,10 +1,19 @@
 //! Multi-head self-attention with grouped-query key/value heads, rotate-half RoPE and an
 //! optional KV cache. Numerics as transformers' eager path: scores scaled by `head_dim^-0.5`,
 //! masked, softmax in f32, cast back.
+//!
+//! Inference on the CPU backend (`flex`, no autodiff) runs Burn's fused attention op instead:
+//! flex tiles it over the keys with an online softmax in f32 (flash attention), reads grouped
+//! key/value heads and a `[batch, 1, q, k]` mask without expanding them, and never materializes
+//! the `q × k` scores — a long prompt no longer allocates gigabytes per layer. It is the same
+//! function up to float rounding (tests compare it with transformers and with the eager path).
+//! Other backends document neither grouped heads nor broadcast masks for that op, so they keep
+//! the eager path.
 
 use burn::module::Module;
 use burn::tensor::activation::softmax;
-use burn::tensor::{Bool, DType, Tensor};
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Bool, DType, Device, Tensor};
 
 use crate::kv_cache::LayerCache;
 use crate::linear::Linear;
@@ -64,13 +73,24 @@ impl Attention {
             Some(c) => c.append(k, v),
             None => (k, v),
         };
+        let scale = (d as f64).powf(-0.5);
+        if fused_attention(&q.device()) {
+            let options = AttentionModuleOptions {
+                scale: Some(scale),
+                softcap: None,
+                is_causal: false,
+            };
+            let out = burn::tensor::module::attention(q, k, v, mask.cloned(), None, options);
+            return self
+                .o_proj
+                .forward(out.swap_dims(1, 2).reshape([b, t, h * d]));
+        }
         // Grouped-query attention without repeating keys/values: query heads sharing a kv head
         // (HF's repeat_kv maps head i to kv head i / groups) are stacked along the sequence
         // axis, so each kv head is read once: [b, kv, groups * t, d] x [b, kv, d, s].
         let groups = h / kv;
         let s = k.dims()[2];
         let dtype = q.dtype();
-        let scale = (d as f64).powf(-0.5);
         let q = q.reshape([b, kv, groups * t, d]);
         let scores = q
             .matmul(k.swap_dims(2, 3))
@@ -91,4 +111,10 @@ impl Attention {
             .reshape([b, t, h * d]);
         self.o_proj.forward(out)
     }
+}
+
+/// Whether attention on `device` runs the backend's fused op (the CPU backend without autodiff;
+/// see the module docs).
+pub fn fused_attention(device: &Device) -> bool {
+    !device.is_autodiff() && *device == Device::flex()
 }

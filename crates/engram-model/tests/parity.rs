@@ -4,10 +4,15 @@
 //! tiny-f32: f32, untied head, single file, llama3 rope via `rope_scaling` + `rope_theta`.
 //! tiny-bf16-tied: bf16 tensors (upcast exactly to f32 here, as the reference does), tied
 //! embeddings, two shards with an index, llama3 rope via `rope_parameters`. Both use GQA.
+//!
+//! On the plain CPU device attention runs Burn's fused (flash) op; on the autodiff device it
+//! runs the eager matmul/softmax path that training uses: both are checked.
 
 mod common;
 
+use burn::tensor::Device;
 use common::*;
+use engram_model::attention::fused_attention;
 use engram_model::{GenerationConfig, Sampling, generate};
 
 const CASES: [&str; 5] = [
@@ -20,7 +25,11 @@ const CASES: [&str; 5] = [
 const TOL: f32 = 1e-4;
 
 fn check_model(name: &str) {
-    let model = load(name);
+    check_model_on(name, &Device::flex());
+}
+
+fn check_model_on(name: &str, device: &Device) {
+    let model = load_on(name, device);
     let reference = Reference::open(&fixture(name).join("reference.safetensors"));
     let mut worst = 0f32;
     for case in CASES {
@@ -53,6 +62,13 @@ fn check_model(name: &str) {
 #[test]
 fn tiny_f32_untied_matches_transformers() {
     check_model("tiny-f32");
+}
+
+#[test]
+fn eager_attention_matches_transformers() {
+    let device = Device::flex().autodiff();
+    assert!(fused_attention(&Device::flex()) && !fused_attention(&device));
+    check_model_on("tiny-f32", &device);
 }
 
 #[test]

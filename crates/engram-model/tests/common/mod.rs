@@ -70,8 +70,14 @@ impl Reference {
 
 /// Loads a fixture model on the CPU in f32.
 pub fn load(name: &str) -> Llama {
+    load_on(name, &Device::flex())
+}
+
+/// Loads a fixture model in f32 on `device`.
+#[allow(dead_code)] // not every test file uses it
+pub fn load_on(name: &str, device: &Device) -> Llama {
     let ckpt = Checkpoint::open(fixture(name).to_str().unwrap()).expect("fixture opens");
-    Llama::load(&ckpt, WeightDType::F32, &Device::flex()).expect("fixture loads")
+    Llama::load(&ckpt, WeightDType::F32, device).expect("fixture loads")
 }
 
 /// Largest absolute difference.
