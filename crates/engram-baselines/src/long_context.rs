@@ -10,6 +10,7 @@ use engram_facts::Fact;
 use engram_lora::{Answer, answers_from};
 use engram_model::{GenerationConfig, Llama, Sampling, generate, generate_after_prefix};
 use engram_tokenizer::{ChatTokenizer, Message};
+use indicatif::ProgressBar;
 
 use crate::error::{BaselineError, Result};
 use crate::prompt::{context_message, facts_block};
@@ -25,6 +26,8 @@ pub struct LongContextConfig {
     pub stop_ids: Vec<u32>,
     /// Context limit below the model's `max_position_embeddings`, if any.
     pub context_cap: Option<usize>,
+    /// A bar advanced by one per answered question (its length is set to the question count).
+    pub progress: Option<ProgressBar>,
 }
 
 /// The outcome of a long-context run.
@@ -86,6 +89,20 @@ fn window(model: &Llama, cfg: &LongContextConfig) -> usize {
     cfg.context_cap.map_or(w, |c| c.min(w))
 }
 
+fn start_bar(cfg: &LongContextConfig, len: usize, message: String) {
+    if let Some(bar) = &cfg.progress {
+        bar.set_length(len as u64);
+        bar.set_position(0);
+        bar.set_message(message);
+    }
+}
+
+fn advance_bar(cfg: &LongContextConfig, n: usize) {
+    if let Some(bar) = &cfg.progress {
+        bar.inc(n as u64);
+    }
+}
+
 fn gen_cfg(cfg: &LongContextConfig) -> GenerationConfig {
     GenerationConfig {
         max_new_tokens: cfg.max_new_tokens,
@@ -114,15 +131,22 @@ pub fn long_context_answers(
         return Ok(LongContext::NotApplicable { needed, window });
     }
     let n = common_prefix(&prompts);
+    start_bar(
+        cfg,
+        prompts.len(),
+        format!("prefilling the {n}-token shared prefix"),
+    );
     let tp = Instant::now();
     let prefix = model.prefill(&prompts[0][..n]);
     let prefix_secs = tp.elapsed().as_secs_f64();
+    start_bar(cfg, prompts.len(), "answering on the shared prefix".into());
     let mut answers = Vec::with_capacity(prompts.len());
     let gcfg = gen_cfg(cfg);
     for chunk in prompts.chunks(cfg.batch_size.max(1)) {
         let suffixes: Vec<Vec<u32>> = chunk.iter().map(|p| p[n..].to_vec()).collect();
         let g = generate_after_prefix(model, &prefix, &suffixes, &gcfg)?;
         answers.extend(answers_from(tokenizer, &g)?);
+        advance_bar(cfg, chunk.len());
     }
     let naive: usize = prompts.iter().map(Vec::len).sum();
     Ok(LongContext::Answered {
@@ -147,10 +171,16 @@ pub fn naive_answers(
     let t0 = Instant::now();
     let prompts = long_context_prompts(tokenizer, facts, questions)?;
     let gcfg = gen_cfg(cfg);
+    start_bar(
+        cfg,
+        prompts.len(),
+        "answering with per-question prompts".into(),
+    );
     let mut answers = Vec::with_capacity(prompts.len());
     for chunk in prompts.chunks(cfg.batch_size.max(1)) {
         let g = generate(model, chunk, &gcfg)?;
         answers.extend(answers_from(tokenizer, &g)?);
+        advance_bar(cfg, chunk.len());
     }
     Ok((answers, t0.elapsed().as_secs_f64()))
 }

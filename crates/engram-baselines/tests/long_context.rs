@@ -35,6 +35,7 @@ fn cfg(tok: &ChatTokenizer, model: &Llama) -> LongContextConfig {
         max_new_tokens: 12,
         stop_ids: tok.stop_ids(&model.config.eos_token_ids),
         context_cap: None,
+        progress: None,
     }
 }
 

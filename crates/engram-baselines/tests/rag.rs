@@ -52,6 +52,7 @@ fn rag_answers_every_question_and_measures_retrieval() {
         batch_size: 3,
         max_new_tokens: 4,
         stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+        progress: None,
     };
     let run = rag_answers(&model, &tok, &facts, &questions, &gold, &cfg, None).unwrap();
     assert_eq!(run.answers.len(), 6);

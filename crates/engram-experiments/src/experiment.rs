@@ -362,10 +362,11 @@ fn resolve<T: DeserializeOwned>(
         });
     }
     let text = read(&file)?;
-    // The preset alone must be valid, so that an error after merging is the override's.
-    let _: T = parse(&file, &text)?;
+    // The preset alone must be valid (errors then carry its line and column), so that an error
+    // after merging is the override's.
+    let preset: T = parse(&file, &text)?;
     if overrides.is_empty() {
-        return Ok((parse(&file, &text)?, file));
+        return Ok((preset, file));
     }
     let mut table: toml::Table = parse(&file, &text)?;
     for (k, v) in overrides {

@@ -25,6 +25,7 @@ pub mod table;
 pub use cells::{Cell, Method};
 pub use error::{ExperimentError, Result};
 pub use experiment::{Experiment, default_configs_dir};
+pub use presets::{JudgePreset, ModelPreset, TrainingPreset};
 pub use record::{CellRecord, CellStatus, ResultsDir};
 pub use sweep::{SweepOptions, SweepReport, run_sweep};
 pub use table::{Reference, Table};

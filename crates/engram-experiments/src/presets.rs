@@ -1,6 +1,8 @@
 //! Presets: the model, training and judge settings that experiments name (`configs/models/`,
 //! `configs/training/`, `configs/judges/`). Every table rejects keys it does not know.
 
+use engram_lora::TrainConfig;
+use engram_model::{LoraConfig, LoraTarget, ModelError};
 use serde::{Deserialize, Serialize};
 
 /// A model preset (`configs/models/NAME.toml`).
@@ -81,6 +83,38 @@ pub struct TrainingPreset {
     /// checkpoints are always removed then).
     #[serde(default = "yes")]
     pub keep_adapters: bool,
+}
+
+impl TrainingPreset {
+    /// The adapter settings for `rank` (alpha = `alpha_per_rank` × rank; the seed also seeds the
+    /// adapter's initialization). Fails on an unknown target module.
+    pub fn lora_config(&self, rank: usize) -> Result<LoraConfig, ModelError> {
+        Ok(LoraConfig::new(rank)
+            .with_alpha(self.alpha_per_rank * rank as f64)
+            .with_dropout(self.dropout)
+            .with_rslora(self.rslora)
+            .with_targets(LoraTarget::parse_list(&self.targets)?)
+            .with_layers(self.layers.clone())
+            .with_init_seed(self.seed))
+    }
+
+    /// The trainer settings: per-epoch checkpoints (the newest kept), a progress bar, no
+    /// progress group.
+    pub fn train_config(&self) -> TrainConfig {
+        TrainConfig {
+            epochs: self.epochs,
+            lr: self.lr,
+            batch_size: self.batch_size,
+            grad_accum: self.grad_accum,
+            warmup_epochs: self.warmup_epochs,
+            decay: self.decay,
+            weight_decay: self.weight_decay,
+            max_grad_norm: self.max_grad_norm,
+            seed: self.seed,
+            max_len: self.max_len,
+            ..TrainConfig::default()
+        }
+    }
 }
 
 fn four() -> f64 {

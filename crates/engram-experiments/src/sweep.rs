@@ -27,7 +27,7 @@ use engram_judge::{
 };
 use engram_lora::trainer::ProgressGroup;
 use engram_lora::{AnswerConfig, TrainConfig, Trainer, answer_questions};
-use engram_model::{Llama, LoraConfig, LoraTarget, WeightDType, device_from_name};
+use engram_model::{Llama, WeightDType, device_from_name};
 use engram_tokenizer::ChatTokenizer;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -159,6 +159,13 @@ pub fn cell_config(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Value {
     cfg
 }
 
+/// A cell the sweep will run: its configuration (computed once) and that configuration's hash.
+struct Planned {
+    cell: Cell,
+    config: Value,
+    hash: String,
+}
+
 /// Answers saved before judging (`work/<cell>/answers.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct SavedAnswers {
@@ -243,7 +250,8 @@ pub fn run_sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepReport> {
     let mut report = SweepReport::default();
     for cell in &cells {
         let facts = &samples[&cell.facts];
-        let hash = hash_json(&cell_config(exp, cell, facts));
+        let config = cell_config(exp, cell, facts);
+        let hash = hash_json(&config);
         match runner.results.read(&cell.id()) {
             Found::Record(r) if r.config_hash == hash && r.status != CellStatus::Failed => {
                 report.skipped.push(cell.id());
@@ -263,7 +271,11 @@ pub fn run_sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepReport> {
             Found::Corrupt(why) => runner.log(format!("{why}; running the cell again")),
             Found::Missing => {}
         }
-        todo.push((*cell, hash));
+        todo.push(Planned {
+            cell: *cell,
+            config,
+            hash,
+        });
     }
     if !report.skipped.is_empty() {
         runner.log(format!(
@@ -274,7 +286,7 @@ pub fn run_sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepReport> {
     }
     runner.needs_training = todo
         .iter()
-        .any(|(c, _)| matches!(c.method, Method::Lora { .. }));
+        .any(|p| matches!(p.cell.method, Method::Lora { .. }));
 
     let overall = group.add(ProgressBar::new(todo.len() as u64));
     overall.set_style(
@@ -284,27 +296,26 @@ pub fn run_sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepReport> {
         .expect("template")
         .progress_chars("=> "),
     );
-    for (cell, hash) in todo {
-        let id = cell.id();
+    for plan in todo {
+        let id = plan.cell.id();
         overall.set_message(id.clone());
-        let facts = &samples[&cell.facts];
+        let facts = &samples[&plan.cell.facts];
         let t0 = Instant::now();
-        let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| runner.run_cell(&cell, facts, &hash)))
-                .unwrap_or_else(|panic| {
-                    let msg = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "unknown panic".into());
-                    Err(anyhow!("panicked: {msg}"))
-                });
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| runner.run_cell(&plan, facts)))
+            .unwrap_or_else(|panic| {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(anyhow!("panicked: {msg}"))
+            });
         let record = match outcome {
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("{e:#}");
                 report.failed.push((id.clone(), msg.clone()));
-                runner.failed_record(&cell, facts, &hash, msg, t0.elapsed().as_secs_f64())
+                runner.failed_record(plan, msg, t0.elapsed().as_secs_f64())
             }
         };
         runner.results.write(&record)?;
@@ -446,7 +457,8 @@ impl Runner<'_> {
         Ok(self.judge.as_deref().expect("built"))
     }
 
-    fn run_cell(&mut self, cell: &Cell, facts: &[Fact], hash: &str) -> Result<CellRecord> {
+    fn run_cell(&mut self, plan: &Planned, facts: &[Fact]) -> Result<CellRecord> {
+        let (cell, hash) = (&plan.cell, plan.hash.as_str());
         let t0 = Instant::now();
         let id = cell.id();
         let work = self.prepare_work(&id, hash)?;
@@ -541,7 +553,7 @@ impl Runner<'_> {
             cell_id: id,
             cell: *cell,
             config_hash: hash.to_string(),
-            config: cell_config(self.exp, cell, facts),
+            config: plan.config.clone(),
             status: if saved.answers.is_some() {
                 CellStatus::Done
             } else {
@@ -586,29 +598,11 @@ impl Runner<'_> {
         let group = self.group.clone();
         match cell.method {
             Method::Lora { rank } => {
-                let t = &exp.training;
-                let lora = LoraConfig::new(rank)
-                    .with_alpha(t.alpha_per_rank * rank as f64)
-                    .with_dropout(t.dropout)
-                    .with_rslora(t.rslora)
-                    .with_targets(LoraTarget::parse_list(&t.targets)?)
-                    .with_layers(t.layers.clone())
-                    .with_init_seed(t.seed);
+                let lora = exp.training.lora_config(rank)?;
                 let train = TrainConfig {
-                    epochs: t.epochs,
-                    lr: t.lr,
-                    batch_size: t.batch_size,
-                    grad_accum: t.grad_accum,
-                    warmup_epochs: t.warmup_epochs,
-                    decay: t.decay,
-                    weight_decay: t.weight_decay,
-                    max_grad_norm: t.max_grad_norm,
-                    seed: t.seed,
-                    max_len: t.max_len,
-                    checkpoints: true,
-                    keep_checkpoints: 1,
                     progress,
                     progress_group: ProgressGroup(Some(group.clone())),
+                    ..exp.training.train_config()
                 };
                 self.ensure_session()?;
                 let s = self.session.as_ref().expect("loaded");
@@ -664,9 +658,17 @@ impl Runner<'_> {
                     max_new_tokens: exp.answer.max_new_tokens,
                     stop_ids: s.stop_ids.clone(),
                     context_cap: exp.model.context_window,
+                    progress: Some(group.add(ProgressBar::new(questions.len() as u64))),
                 };
+                if let Some(bar) = cfg.progress.as_ref().filter(|_| !progress) {
+                    bar.set_draw_target(ProgressDrawTarget::hidden());
+                }
                 let ta = Instant::now();
-                let run = long_context_answers(&s.model, &s.tokenizer, facts, &questions, &cfg)?;
+                let run = long_context_answers(&s.model, &s.tokenizer, facts, &questions, &cfg);
+                if let Some(bar) = &cfg.progress {
+                    bar.finish_and_clear();
+                }
+                let run = run?;
                 let answer_s = ta.elapsed().as_secs_f64();
                 Ok(match run {
                     LongContext::Answered {
@@ -713,7 +715,11 @@ impl Runner<'_> {
                     batch_size: exp.answer.batch_size,
                     max_new_tokens: exp.answer.max_new_tokens,
                     stop_ids: s.stop_ids.clone(),
+                    progress: Some(group.add(ProgressBar::new(questions.len() as u64))),
                 };
+                if let Some(bar) = cfg.progress.as_ref().filter(|_| !progress) {
+                    bar.set_draw_target(ProgressDrawTarget::hidden());
+                }
                 let gold: Vec<usize> = (0..facts.len()).collect();
                 let ta = Instant::now();
                 let run = rag_answers(
@@ -724,7 +730,11 @@ impl Runner<'_> {
                     &gold,
                     &cfg,
                     self.encoder.as_ref(),
-                )?;
+                );
+                if let Some(bar) = &cfg.progress {
+                    bar.finish_and_clear();
+                }
+                let run = run?;
                 let retrieval: Vec<Value> = run.metrics.iter().map(|m| m.to_json()).collect();
                 Ok(SavedAnswers {
                     config_hash: hash.to_string(),
@@ -738,21 +748,14 @@ impl Runner<'_> {
         }
     }
 
-    fn failed_record(
-        &self,
-        cell: &Cell,
-        facts: &[Fact],
-        hash: &str,
-        error: String,
-        total_s: f64,
-    ) -> CellRecord {
+    fn failed_record(&self, plan: Planned, error: String, total_s: f64) -> CellRecord {
         CellRecord {
             format: FORMAT,
             experiment: self.exp.name.clone(),
-            cell_id: cell.id(),
-            cell: *cell,
-            config_hash: hash.to_string(),
-            config: cell_config(self.exp, cell, facts),
+            cell_id: plan.cell.id(),
+            cell: plan.cell,
+            config_hash: plan.hash,
+            config: plan.config,
             status: CellStatus::Failed,
             error: Some(error),
             accuracy: None,

@@ -26,6 +26,8 @@ pub struct RagConfig {
     pub max_new_tokens: usize,
     /// Ids that end an answer.
     pub stop_ids: Vec<u32>,
+    /// A bar advanced by one per answered question.
+    pub progress: Option<indicatif::ProgressBar>,
 }
 
 /// Answers, rankings and retrieval quality of a RAG run.
@@ -90,7 +92,13 @@ pub fn rag_answers(
         max_new_tokens: cfg.max_new_tokens,
         stop_ids: cfg.stop_ids.clone(),
     };
-    let answers = answer_prompts(model, tokenizer, &prompts, &answer_cfg, None)?;
+    let answers = answer_prompts(
+        model,
+        tokenizer,
+        &prompts,
+        &answer_cfg,
+        cfg.progress.as_ref(),
+    )?;
     let metrics = retrieval_metrics(&retrieved, gold, &[1, 5, 10, 100]);
     Ok(RagRun {
         answers,

@@ -125,6 +125,7 @@ pub fn run(a: AnswerArgs) -> Result<()> {
                 batch_size: a.batch_size,
                 max_new_tokens: a.max_new_tokens,
                 stop_ids: loaded.stop_ids.clone(),
+                progress: Some(indicatif::ProgressBar::new(questions.len() as u64)),
             };
             let gold: Vec<usize> = (0..facts.len()).collect();
             let encoder = match a.retriever {
@@ -142,7 +143,11 @@ pub fn run(a: AnswerArgs) -> Result<()> {
                 &gold,
                 &cfg,
                 encoder.as_ref(),
-            )?;
+            );
+            if let Some(bar) = &cfg.progress {
+                bar.finish_and_clear();
+            }
+            let run = run?;
             for m in &run.metrics {
                 eprintln!(
                     "retrieval: recall@{} {:.3}  ndcg@{} {:.3}",
@@ -160,9 +165,14 @@ pub fn run(a: AnswerArgs) -> Result<()> {
                 max_new_tokens: a.max_new_tokens,
                 stop_ids: loaded.stop_ids.clone(),
                 context_cap: a.context_cap,
+                progress: Some(indicatif::ProgressBar::new(questions.len() as u64)),
             };
-            match long_context_answers(&loaded.model, &loaded.tokenizer, &facts, &questions, &cfg)?
-            {
+            let run =
+                long_context_answers(&loaded.model, &loaded.tokenizer, &facts, &questions, &cfg);
+            if let Some(bar) = &cfg.progress {
+                bar.finish_and_clear();
+            }
+            match run? {
                 LongContext::Answered {
                     answers,
                     prefix_tokens,

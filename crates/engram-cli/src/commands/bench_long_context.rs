@@ -8,6 +8,7 @@ use clap::Args;
 use engram_baselines::long_context::long_context_prompts;
 use engram_baselines::{LongContext, LongContextConfig, long_context_answers, naive_answers};
 use engram_facts::read_facts;
+use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::loaded::ModelArgs;
 
@@ -72,6 +73,13 @@ pub fn run(a: LongContextBenchArgs) -> Result<()> {
         max_new_tokens: a.max_new_tokens,
         stop_ids: loaded.stop_ids.clone(),
         context_cap: None,
+        progress: Some(
+            ProgressBar::new(questions.len() as u64).with_style(
+                ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} questions, {elapsed}")
+                    .expect("template")
+                    .progress_chars("=> "),
+            ),
+        ),
     };
     let LongContext::Answered {
         answers,
@@ -86,6 +94,9 @@ pub fn run(a: LongContextBenchArgs) -> Result<()> {
     };
     let (naive, naive_secs) =
         naive_answers(&loaded.model, &loaded.tokenizer, facts, &questions, &cfg)?;
+    if let Some(bar) = &cfg.progress {
+        bar.finish_and_clear();
+    }
     let same = answers.iter().zip(&naive).filter(|(x, y)| x == y).count();
     println!(
         "engram bench long-context: {} on {}, {count} facts in context, {} questions, batch {}, {} new tokens",

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use engram_experiments::TrainingPreset;
 use engram_facts::read_facts;
 use engram_lora::{AnswerConfig, TrainConfig, Trainer, answer_questions, exact_match};
-use engram_model::{LoraConfig, LoraTarget};
 
 use crate::loaded::ModelArgs;
 
@@ -96,15 +96,12 @@ pub struct TrainArgs {
 pub fn run(a: TrainArgs) -> Result<()> {
     let facts = read_facts(&a.facts)?;
     let loaded = a.model.load_on(true)?;
-    let targets = LoraTarget::parse_list(&a.targets)?;
-    let lora = LoraConfig::new(a.rank)
-        .with_alpha(a.alpha.unwrap_or(4.0 * a.rank as f64))
-        .with_dropout(a.dropout)
-        .with_rslora(a.rslora)
-        .with_targets(targets)
-        .with_layers(a.layers.clone())
-        .with_init_seed(a.seed);
-    let train = TrainConfig {
+    let preset = TrainingPreset {
+        alpha_per_rank: 4.0,
+        dropout: a.dropout,
+        rslora: a.rslora,
+        targets: a.targets.clone(),
+        layers: a.layers.clone(),
         epochs: a.epochs,
         lr: a.lr,
         batch_size: a.batch_size,
@@ -115,10 +112,16 @@ pub fn run(a: TrainArgs) -> Result<()> {
         max_grad_norm: a.max_grad_norm,
         seed: a.seed,
         max_len: a.max_len,
+        keep_adapters: true,
+    };
+    let mut lora = preset.lora_config(a.rank)?;
+    if let Some(alpha) = a.alpha {
+        lora = lora.with_alpha(alpha);
+    }
+    let train = TrainConfig {
         checkpoints: !a.no_checkpoints,
         keep_checkpoints: a.keep_checkpoints,
-        progress: true,
-        progress_group: Default::default(),
+        ..preset.train_config()
     };
     let trainer = Trainer {
         tokenizer: &loaded.tokenizer,
