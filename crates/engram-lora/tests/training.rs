@@ -33,10 +33,11 @@ fn memorizes_twenty_facts_and_leaves_the_base_untouched() {
     let trainer = Trainer {
         tokenizer: &tok,
         lora: lora.clone(),
-        // Constant lr without warm-up: the budget is small.
+        // No warm-up (the budget is small), then the default linear decay: at a constant 2e-3
+        // the loss of this tiny model can climb back from ~0.03 late in the run, depending on
+        // the dropout masks drawn.
         train: TrainConfig {
             warmup_epochs: 0.0,
-            decay: false,
             ..quick(50, 2e-3)
         },
         base_model: "tiny-f32".into(),
