@@ -624,9 +624,6 @@ impl Runner<'_> {
                 let train_s = tt.elapsed().as_secs_f64();
                 let ta = Instant::now();
                 let bar = group.add(ProgressBar::new(questions.len() as u64));
-                if !progress {
-                    bar.set_draw_target(ProgressDrawTarget::hidden());
-                }
                 let answers = answer_questions(
                     &done.model,
                     &s.tokenizer,
@@ -660,9 +657,6 @@ impl Runner<'_> {
                     context_cap: exp.model.context_window,
                     progress: Some(group.add(ProgressBar::new(questions.len() as u64))),
                 };
-                if let Some(bar) = cfg.progress.as_ref().filter(|_| !progress) {
-                    bar.set_draw_target(ProgressDrawTarget::hidden());
-                }
                 let ta = Instant::now();
                 let run = long_context_answers(&s.model, &s.tokenizer, facts, &questions, &cfg);
                 if let Some(bar) = &cfg.progress {
@@ -717,9 +711,6 @@ impl Runner<'_> {
                     stop_ids: s.stop_ids.clone(),
                     progress: Some(group.add(ProgressBar::new(questions.len() as u64))),
                 };
-                if let Some(bar) = cfg.progress.as_ref().filter(|_| !progress) {
-                    bar.set_draw_target(ProgressDrawTarget::hidden());
-                }
                 let gold: Vec<usize> = (0..facts.len()).collect();
                 let ta = Instant::now();
                 let run = rag_answers(

@@ -7,7 +7,7 @@ use burn::tensor::{DType, Tensor};
 
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
-use crate::llama::{Llama, PREFILL_CHUNK};
+use crate::llama::Llama;
 use crate::sampling::{Sampler, Sampling};
 
 /// Settings of one generation call.
@@ -139,23 +139,6 @@ pub fn generate_after_prefix(
     decode(model, cache, rows, used, prefill_tokens, cfg)
 }
 
-/// Runs the (equal-length, padded) `rows` through the model in chunks of [`PREFILL_CHUNK`]
-/// slots, so that attention scores stay `batch × chunk × length` rather than `length²` for long
-/// prompts; returns the hidden state of each row's last slot.
-fn prefill_rows(model: &Llama, rows: &[Vec<u32>], cache: &mut KvCache) -> Tensor<2> {
-    let t = rows[0].len();
-    let mut start = 0;
-    loop {
-        let end = (start + PREFILL_CHUNK).min(t);
-        let chunk: Vec<Vec<u32>> = rows.iter().map(|r| r[start..end].to_vec()).collect();
-        let hidden = model.step(&chunk, cache);
-        if end == t {
-            return hidden;
-        }
-        start = end;
-    }
-}
-
 /// Prefills `rows` into `cache` (which fixes their padding) and decodes; `used` is the slots
 /// the prompts take.
 fn decode(
@@ -181,7 +164,7 @@ fn decode(
         return Ok(out);
     }
     let t0 = Instant::now();
-    let mut hidden = prefill_rows(model, &rows, &mut cache);
+    let mut hidden = model.step_chunked(&rows, &mut cache);
     let mut t_decode = None;
     for step in 0..budget {
         let logits = model.logits(hidden.unsqueeze_dim(1)).squeeze_dim::<2>(1);

@@ -132,13 +132,30 @@ impl Llama {
         hidden.narrow(1, t - 1, 1).reshape([b, h])
     }
 
-    /// The cache of one unpadded prompt (e.g. a prefix shared by many questions), prefilled in
-    /// chunks of [`PREFILL_CHUNK`] tokens so that attention scores stay `chunk × length` rather
-    /// than `length²` (an 8k-token prefix would otherwise need gigabytes per layer).
+    /// [`Llama::step`] over equal-length (padded) `rows` in chunks of [`PREFILL_CHUNK`] slots, so
+    /// that attention stays `chunk × length` rather than `length²` for long prompts (an 8k-token
+    /// prompt would otherwise need gigabytes per layer on the eager path). Returns the hidden
+    /// state of each row's last slot; `rows` must not be empty.
+    pub fn step_chunked(&self, rows: &[Vec<u32>], cache: &mut KvCache) -> Tensor<2> {
+        let t = rows[0].len();
+        let mut start = 0;
+        loop {
+            let end = (start + PREFILL_CHUNK).min(t);
+            let chunk: Vec<Vec<u32>> = rows.iter().map(|r| r[start..end].to_vec()).collect();
+            let hidden = self.step(&chunk, cache);
+            if end == t {
+                return hidden;
+            }
+            start = end;
+        }
+    }
+
+    /// The cache of one unpadded prompt (e.g. a prefix shared by many questions), prefilled with
+    /// [`Llama::step_chunked`].
     pub fn prefill(&self, prompt: &[u32]) -> KvCache {
         let mut cache = self.new_cache(vec![0]);
-        for chunk in prompt.chunks(PREFILL_CHUNK) {
-            self.step(&[chunk.to_vec()], &mut cache);
+        if !prompt.is_empty() {
+            self.step_chunked(&[prompt.to_vec()], &mut cache);
         }
         cache
     }
