@@ -1,5 +1,7 @@
 //! The interface the model loader reads tensors through, whatever the file format.
 
+use engram_kernels::QuantizedMatrix;
+
 use crate::{FloatFormat, HostTensor, Result};
 
 /// Shape and stored format of one tensor, known without reading its payload.
@@ -25,4 +27,11 @@ pub trait TensorSource: Send + Sync {
     fn read(&self, name: &str) -> Result<HostTensor>;
     /// The float format `read` returns for `name` (F32 for dequantized tensors).
     fn read_format(&self, name: &str) -> Option<FloatFormat>;
+    /// The 2-D tensor `name` still quantized, rows in the order [`TensorSource::read`] returns
+    /// them, when the source stores it in 32-weight blocks (GGUF Q4_0, Q4_1, Q8_0); `Ok(None)`
+    /// for float tensors and sources without blocks. The CPU inference kernel reads these.
+    fn read_quantized(&self, name: &str) -> Result<Option<QuantizedMatrix>> {
+        let _ = name;
+        Ok(None)
+    }
 }

@@ -28,6 +28,10 @@ pub struct Llama {
     /// Rotary frequencies.
     #[module(skip)]
     pub rotary: Rotary,
+    /// The tied embedding as stored in quantized blocks, for the CPU kernel's language-model
+    /// head (see [`crate::linear::Linear::quantized`]).
+    #[module(skip)]
+    pub embed_quantized: Option<std::sync::Arc<engram_kernels::QuantizedMatrix>>,
 }
 
 /// Tokens per prefill chunk in [`Llama::prefill`].
@@ -50,6 +54,21 @@ impl Llama {
         } else {
             std::borrow::Cow::Borrowed(self)
         }
+    }
+
+    /// Forgets the quantized copies kept for the CPU kernel (which then reads the f32 weights);
+    /// returns how many there were.
+    pub fn drop_quantized_weights(&mut self) -> usize {
+        let mut dropped = usize::from(self.embed_quantized.take().is_some());
+        for layer in 0..self.layers.len() {
+            for t in crate::lora::LoraTarget::ALL {
+                dropped += usize::from(self.linear_mut(layer, t).quantized.take().is_some());
+            }
+        }
+        if let Some(head) = &mut self.lm_head {
+            dropped += usize::from(head.quantized.take().is_some());
+        }
+        dropped
     }
 
     /// The device the weights live on.
@@ -84,9 +103,17 @@ impl Llama {
             None => {
                 // Tied head: logitsᵀ = E · hᵀ keeps the [vocab, hidden] embedding contiguous as
                 // the left operand instead of materializing its transpose on every call.
+                let embed = self.embed_tokens.val();
+                let fast = match &self.embed_quantized {
+                    Some(q) => crate::cpu_matmul::matmul_nt_quantized(&hidden, q),
+                    None => crate::cpu_matmul::matmul_nt(&hidden, &embed),
+                };
+                if let Some(logits) = fast {
+                    return logits;
+                }
                 let [b, t, h] = hidden.dims();
                 let flat = hidden.reshape([b * t, h]);
-                let out = self.embed_tokens.val().matmul(flat.transpose());
+                let out = embed.matmul(flat.transpose());
                 out.transpose().reshape([b, t, self.config.vocab_size])
             }
         }

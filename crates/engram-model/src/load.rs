@@ -1,9 +1,12 @@
 //! Building a [`Llama`] from a checkpoint: every tensor is read, shape-checked against the
 //! config and moved to the device one at a time.
 
+use std::sync::Arc;
+
 use burn::module::Param;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use engram_checkpoint::{Checkpoint, FloatFormat, HostTensor, TensorSource};
+use engram_kernels::QuantizedMatrix;
 
 use crate::attention::Attention;
 use crate::block::DecoderLayer;
@@ -130,13 +133,24 @@ impl Loader<'_> {
     }
 
     fn linear(&self, prefix: &str, d_in: usize, d_out: usize, bias: bool) -> Result<Linear> {
+        let h = self.host(&format!("{prefix}.weight"), &[d_out, d_in])?;
         // Transposed on the host, once: a lazily transposed weight would be re-materialized by
         // the backend on every matmul.
-        let h = self.host(&format!("{prefix}.weight"), &[d_out, d_in])?;
         let bytes = transpose_bytes(&h.bytes, d_out, d_in, h.format.size());
         let w = self.upload(bytes, h.format, [d_in, d_out], self.dtype);
         let b = self.opt_tensor(&format!("{prefix}.bias"), [d_out], bias)?;
-        Ok(Linear::from_in_out(w, b))
+        let mut linear = Linear::from_in_out(w, b);
+        linear.quantized = self.quantized(&format!("{prefix}.weight"))?;
+        Ok(linear)
+    }
+
+    /// The quantized blocks of `name` (already shape-checked) where the CPU kernel may read
+    /// them; `None` elsewhere and for float tensors.
+    fn quantized(&self, name: &str) -> Result<Option<Arc<QuantizedMatrix>>> {
+        if !crate::cpu_matmul::keeps_blocks(self.device, self.dtype) {
+            return Ok(None);
+        }
+        Ok(self.src.read_quantized(name)?.map(Arc::new))
     }
 
     fn norm(&self, name: &str, h: usize, eps: f64) -> Result<RmsNorm> {
@@ -215,10 +229,10 @@ impl Llama {
             });
         }
         let norm = l.norm("model.norm.weight", h, c.rms_norm_eps)?;
-        let lm_head = if c.tie_word_embeddings {
-            None
+        let (lm_head, embed_quantized) = if c.tie_word_embeddings {
+            (None, l.quantized("model.embed_tokens.weight")?)
         } else {
-            Some(l.linear("lm_head", h, c.vocab_size, false)?)
+            (Some(l.linear("lm_head", h, c.vocab_size, false)?), None)
         };
         Ok(Llama {
             embed_tokens: Param::from_tensor(embed),
@@ -227,6 +241,7 @@ impl Llama {
             lm_head,
             rotary: Rotary::new(&config),
             config,
+            embed_quantized,
         })
     }
 }

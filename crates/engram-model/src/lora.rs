@@ -475,6 +475,7 @@ impl Llama {
                     let dtype = w.dtype();
                     let merged = (w.cast(DType::F32) + ad.dense_delta()).cast(dtype);
                     lin.weight = Param::from_tensor(merged.detach()).set_require_grad(false);
+                    lin.quantized = None;
                 }
             }
         }

@@ -1,5 +1,8 @@
-//! Dequantization of GGML tensor types, as llama.cpp's `dequantize_row_*` (f32 arithmetic).
+//! Dequantization of GGML tensor types, as llama.cpp's `dequantize_row_*` (f32 arithmetic). The
+//! 32-weight block formats are decoded by [`engram_kernels::blocks`], the same code the CPU
+//! inference kernel reads them with.
 
+use engram_kernels::{BLOCK_ELEMS, BlockFormat};
 use half::f16;
 
 /// GGML tensor types engram reads.
@@ -52,6 +55,16 @@ impl GgmlType {
         }
     }
 
+    /// The block format of a quantized type (`None` for F32, F16 and BF16).
+    pub fn block_format(self) -> Option<BlockFormat> {
+        match self {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => None,
+            GgmlType::Q4_0 => Some(BlockFormat::Q4_0),
+            GgmlType::Q4_1 => Some(BlockFormat::Q4_1),
+            GgmlType::Q8_0 => Some(BlockFormat::Q8_0),
+        }
+    }
+
     /// Payload size of `n` elements, or `None` when `n` is not a whole number of blocks.
     pub fn bytes_for(self, n: usize) -> Option<usize> {
         n.is_multiple_of(self.block_elems())
@@ -86,28 +99,10 @@ pub fn dequantize(ty: GgmlType, data: &[u8]) -> Vec<f32> {
             data.chunks_exact(2)
                 .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
         ),
-        GgmlType::Q4_0 => {
-            for b in data.chunks_exact(18) {
-                let d = f16_at(b, 0);
-                let qs = &b[2..18];
-                out.extend(qs.iter().map(|q| ((q & 0x0F) as i32 - 8) as f32 * d));
-                out.extend(qs.iter().map(|q| ((q >> 4) as i32 - 8) as f32 * d));
-            }
-        }
-        GgmlType::Q4_1 => {
-            for b in data.chunks_exact(20) {
-                let d = f16_at(b, 0);
-                let m = f16_at(b, 2);
-                let qs = &b[4..20];
-                out.extend(qs.iter().map(|q| (q & 0x0F) as f32 * d + m));
-                out.extend(qs.iter().map(|q| (q >> 4) as f32 * d + m));
-            }
-        }
-        GgmlType::Q8_0 => {
-            for b in data.chunks_exact(34) {
-                let d = f16_at(b, 0);
-                out.extend(b[2..34].iter().map(|&q| (q as i8) as f32 * d));
-            }
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 => {
+            let format = ty.block_format().expect("a block type");
+            out.resize(data.len() / format.block_bytes() * BLOCK_ELEMS, 0.0);
+            format.dequantize_into(data, &mut out);
         }
     }
     out
@@ -122,54 +117,20 @@ mod tests {
     }
 
     #[test]
-    fn q4_0_block_by_hand() {
-        // d = 0.5; byte j holds low nibble j % 16 and high nibble 15 - j % 16.
-        let mut b = h(0.5).to_vec();
-        for j in 0..16u8 {
-            b.push(j | ((15 - j) << 4));
-        }
-        let w = dequantize(GgmlType::Q4_0, &b);
-        assert_eq!(w.len(), 32);
-        for j in 0..16 {
-            assert_eq!(w[j], (j as f32 - 8.0) * 0.5, "low nibble {j}");
-            assert_eq!(w[16 + j], ((15 - j) as f32 - 8.0) * 0.5, "high nibble {j}");
-        }
-        assert_eq!(w[0], -4.0);
-        assert_eq!(w[16], 3.5);
-    }
-
-    #[test]
-    fn q4_1_block_by_hand() {
-        // d = 0.25, m = -1.0: w = q/4 - 1.
-        let mut b = h(0.25).to_vec();
-        b.extend(h(-1.0));
-        for j in 0..16u8 {
-            b.push(((j * 7) % 16) | (j << 4));
+    fn block_types_dequantize_as_the_kernels_blocks() {
+        // Two Q4_1 blocks (d = 0.25, m = -1): w = q/4 - 1; the block decoding itself is tested
+        // by hand in engram-kernels.
+        let mut b = Vec::new();
+        for _ in 0..2 {
+            b.extend(h(0.25));
+            b.extend(h(-1.0));
+            b.extend((0..16u8).map(|j| j | ((15 - j) << 4)));
         }
         let w = dequantize(GgmlType::Q4_1, &b);
-        assert_eq!(w.len(), 32);
-        for j in 0..16 {
-            assert_eq!(w[j], ((j * 7) % 16) as f32 * 0.25 - 1.0);
-            assert_eq!(w[16 + j], j as f32 * 0.25 - 1.0);
-        }
-        assert_eq!(w[17], -0.75);
-        assert_eq!(w[31], 2.75);
-    }
-
-    #[test]
-    fn q8_0_block_by_hand() {
-        let mut b = h(0.125).to_vec();
-        for j in 0..32i32 {
-            b.push(((j - 16) * 8) as i8 as u8);
-        }
-        let w = dequantize(GgmlType::Q8_0, &b);
-        assert_eq!(w.len(), 32);
-        assert_eq!(w[0], -16.0);
-        assert_eq!(w[16], 0.0);
-        assert_eq!(w[31], 15.0);
-        for (j, v) in w.iter().enumerate() {
-            assert_eq!(*v, (j as f32 - 16.0) * 8.0 * 0.125);
-        }
+        assert_eq!(w.len(), 64);
+        assert_eq!((w[1], w[16], w[63]), (-0.75, 2.75, -1.0));
+        assert_eq!(GgmlType::Q8_0.block_format(), Some(BlockFormat::Q8_0));
+        assert_eq!(GgmlType::BF16.block_format(), None);
     }
 
     #[test]

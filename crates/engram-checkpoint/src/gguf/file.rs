@@ -234,6 +234,12 @@ impl GgufFile {
 
     /// Dequantizes tensor `name` to f32 (row-major in HF order).
     pub fn read_f32(&self, name: &str) -> Result<Vec<f32>> {
+        let (ty, bytes) = self.raw(name)?;
+        Ok(super::dequant::dequantize(ty, bytes))
+    }
+
+    /// The type and stored bytes of tensor `name` (memory-mapped, not copied).
+    pub fn raw(&self, name: &str) -> Result<(GgmlType, &[u8])> {
         let t = self
             .tensors
             .get(name)
@@ -247,9 +253,6 @@ impl GgufFile {
             dtype: format!("GGUF type {ty} (id {})", t.type_id),
         })?;
         let size = ty.bytes_for(t.numel()).expect("checked at open");
-        Ok(super::dequant::dequantize(
-            ty,
-            &self.mmap[t.offset..t.offset + size],
-        ))
+        Ok((ty, &self.mmap[t.offset..t.offset + size]))
     }
 }

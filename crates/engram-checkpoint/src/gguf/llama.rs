@@ -11,6 +11,8 @@ use super::dequant::{GgmlType, ggml_type_name};
 use super::file::GgufFile;
 use super::value::GgufValue;
 use crate::tensor_source::{TensorInfo, TensorSource};
+use engram_kernels::QuantizedMatrix;
+
 use crate::{CheckpointError, FloatFormat, HostTensor, Result};
 
 /// How a tensor's rows must be reordered from llama.cpp's layout to HF's.
@@ -357,11 +359,17 @@ pub fn permute_rows(values: &[f32], rows: usize, cols: usize, heads: usize) -> V
     out
 }
 
-/// The inverse of [`permute_rows`].
-fn unpermute_rows(values: Vec<f32>, rows: usize, cols: usize, heads: usize) -> Vec<f32> {
+/// The inverse of [`permute_rows`], for rows of `cols` elements of any kind (f32 values, or
+/// the bytes of quantized blocks).
+fn unpermute_rows<T: Copy + Default>(
+    values: &[T],
+    rows: usize,
+    cols: usize,
+    heads: usize,
+) -> Vec<T> {
     let hd = rows / heads;
     let half = hd / 2;
-    let mut out = vec![0f32; values.len()];
+    let mut out = vec![T::default(); values.len()];
     for h in 0..heads {
         for i in 0..half {
             for j in 0..2 {
@@ -373,6 +381,42 @@ fn unpermute_rows(values: Vec<f32>, rows: usize, cols: usize, heads: usize) -> V
         }
     }
     out
+}
+
+impl GgufLlama {
+    /// The GGUF name and row order of HF tensor `name`.
+    fn entry(&self, name: &str) -> Result<(&str, RowOrder)> {
+        let (g, order) = self
+            .names
+            .get(name)
+            .ok_or_else(|| CheckpointError::MissingTensor {
+                name: name.to_string(),
+                origin: self.origin(),
+            })?;
+        Ok((g, *order))
+    }
+
+    /// `values` (rows of `cols` elements) in HF row order.
+    fn hf_rows<T: Copy + Default>(
+        &self,
+        g: &str,
+        order: RowOrder,
+        values: Vec<T>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Vec<T>> {
+        let RowOrder::Unpermute(heads) = order else {
+            return Ok(values);
+        };
+        if heads == 0 || !rows.is_multiple_of(heads) || !(rows / heads).is_multiple_of(2) {
+            return Err(CheckpointError::BadKey {
+                origin: self.origin(),
+                key: g.to_string(),
+                problem: format!("has {rows} rows, not a multiple of 2 x {heads} heads"),
+            });
+        }
+        Ok(unpermute_rows(&values, rows, cols, heads))
+    }
 }
 
 impl TensorSource for GgufLlama {
@@ -394,29 +438,30 @@ impl TensorSource for GgufLlama {
     }
 
     fn read(&self, name: &str) -> Result<HostTensor> {
-        let (g, order) = self
-            .names
-            .get(name)
-            .ok_or_else(|| CheckpointError::MissingTensor {
-                name: name.to_string(),
-                origin: self.origin(),
-            })?;
-        let t = &self.file.tensors[g];
-        let shape = t.hf_shape();
-        let mut values = self.file.read_f32(g)?;
-        if let RowOrder::Unpermute(heads) = *order {
-            let rows = shape[0];
-            let cols: usize = shape[1..].iter().product();
-            if heads == 0 || !rows.is_multiple_of(heads) || !(rows / heads).is_multiple_of(2) {
-                return Err(CheckpointError::BadKey {
-                    origin: self.origin(),
-                    key: g.clone(),
-                    problem: format!("has {rows} rows, not a multiple of 2 x {heads} heads"),
-                });
-            }
-            values = unpermute_rows(values, rows, cols, heads);
-        }
+        let (g, order) = self.entry(name)?;
+        let shape = self.file.tensors[g].hf_shape();
+        let rows = shape[0];
+        let cols: usize = shape[1..].iter().product();
+        let values = self.hf_rows(g, order, self.file.read_f32(g)?, rows, cols)?;
         Ok(HostTensor::from_f32(shape, &values))
+    }
+
+    fn read_quantized(&self, name: &str) -> Result<Option<QuantizedMatrix>> {
+        let (g, order) = self.entry(name)?;
+        let shape = self.file.tensors[g].hf_shape();
+        let (ty, bytes) = self.file.raw(g)?;
+        let (Some(format), &[rows, cols]) = (ty.block_format(), &shape[..]) else {
+            return Ok(None);
+        };
+        let row_bytes = bytes.len() / rows.max(1);
+        let bytes = self.hf_rows(g, order, bytes.to_vec(), rows, row_bytes)?;
+        QuantizedMatrix::new(format, rows, cols, bytes)
+            .map(Some)
+            .map_err(|problem| CheckpointError::BadKey {
+                origin: self.origin(),
+                key: g.to_string(),
+                problem,
+            })
     }
 
     fn read_format(&self, name: &str) -> Option<FloatFormat> {
@@ -456,6 +501,6 @@ mod tests {
         assert_ne!(gguf, hf);
         // Row 1 of head 0 in GGUF order is HF row d/2 = 4 (first element of the second half).
         assert_eq!(gguf[cols], hf[4 * cols]);
-        assert_eq!(unpermute_rows(gguf, rows, cols, heads), hf);
+        assert_eq!(unpermute_rows(&gguf, rows, cols, heads), hf);
     }
 }

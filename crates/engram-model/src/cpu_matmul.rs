@@ -1,0 +1,195 @@
+//! Inference products on the CPU backend through [`engram_kernels`]' `x · wᵀ` kernels.
+//!
+//! A decode step multiplies a few rows by every weight matrix, so on the CPU it is bound by how
+//! fast the weights reach the arithmetic units. Burn's CPU matmul (the `gemm` crate) packs the
+//! `[in, out]` weight into panels on every call and walks it with a large stride. engram's
+//! kernel instead reads weights in the `[out, in]` layout checkpoints store, row by row, and
+//! where the checkpoint stored them in GGUF blocks (Q4_0, Q4_1, Q8_0) it reads the blocks
+//! themselves, dequantizing a few rows at a time into cache: SmolLM2's Q4_1 weights stream at
+//! 5/32 of their f32 size. `engram bench generate` measures the effect against transformers.
+//!
+//! How it is wired:
+//! - On the CPU device (flex, with or without autodiff) with f32 weights and an AVX2 + FMA +
+//!   F16C CPU ([`keeps_blocks`]), the loader keeps each quantized projection's blocks beside its
+//!   f32 weight ([`crate::linear::Linear::quantized`], [`crate::llama::Llama::embed_quantized`]
+//!   for a tied head): +16 % memory for SmolLM2's Q4_1 file.
+//! - [`linear`], [`matmul_nt`] and [`matmul_nt_quantized`] run the kernel when the input is a
+//!   plain (not autodiff) host f32 tensor with at most [`MAX_ROWS`] rows; otherwise they return
+//!   `None` and the caller uses Burn's matmul (prefill chunks, training, GPUs, bf16).
+//! - A tied head's f32 embedding `[vocab, hidden]` is already `[out, in]`: [`matmul_nt`] reads
+//!   it as it is.
+//!
+//! Numerics: the blocks hold exactly the f32 weight's values (the f32 weight is their
+//! dequantization, by the same code), and every output is an f32 dot product accumulated in 8
+//! lanes with fused multiply-adds: a different summation order from transformers' BLAS, as any
+//! two GEMMs differ. The parity tests hold it to the same tolerance as the rest of the model.
+
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn_flex::{Flex, FlexTensor};
+use engram_kernels::QuantizedMatrix;
+
+/// Rows (batch × new tokens) up to which products run on the kernel. Measured with cold weights
+/// on SmolLM2's shapes (2 cores): the f32 kernel is 1.5× Burn's GEMM at 16 rows and 1.4× at 64;
+/// beyond ~128 rows GEMM's packing pays off.
+pub const MAX_ROWS: usize = 64;
+
+/// Whether the loader keeps quantized blocks for the kernel on `device` with weights in
+/// `dtype`: the CPU device, f32, and a CPU with the kernel's SIMD.
+pub fn keeps_blocks(device: &Device, dtype: DType) -> bool {
+    device.clone().inner() == Device::flex()
+        && dtype == DType::F32
+        && engram_kernels::simd_available()
+}
+
+/// `x[.., in] · wᵀ` for a projection whose weight `w: [out, in]` is kept in blocks; `None`
+/// where the kernel does not apply.
+pub fn linear<const D: usize>(x: &Tensor<D>, w: &QuantizedMatrix) -> Option<Tensor<D>> {
+    product(x, Weights::Blocks(w))
+}
+
+/// `x[.., k] · wᵀ` for a contiguous f32 `w: [n, k]` (a tied embedding as the language-model
+/// head); `None` where the kernel does not apply.
+pub fn matmul_nt<const D: usize>(x: &Tensor<D>, w: &Tensor<2>) -> Option<Tensor<D>> {
+    let w = host_f32(w)?;
+    let (start, end) = w.layout().contiguous_offsets()?;
+    let [n, k] = w.layout().shape().dims::<2>();
+    product(x, Weights::F32(&w.storage::<f32>()[start..end], k, n))
+}
+
+/// `x[.., k] · wᵀ` for a quantized `w: [n, k]` (a tied embedding kept in blocks); `None` where
+/// the kernel does not apply.
+pub fn matmul_nt_quantized<const D: usize>(
+    x: &Tensor<D>,
+    w: &QuantizedMatrix,
+) -> Option<Tensor<D>> {
+    product(x, Weights::Blocks(w))
+}
+
+/// The host tensor behind `t` if it is an f32 tensor of the plain CPU backend.
+fn host_f32<const D: usize>(t: &Tensor<D>) -> Option<FlexTensor> {
+    if t.dtype() != DType::F32 {
+        return None;
+    }
+    t.clone().try_into_primitive::<Flex>().ok()
+}
+
+/// A right-hand side `[n, k]` for the kernel.
+enum Weights<'a> {
+    /// Row-major f32 values, `k`, `n`.
+    F32(&'a [f32], usize, usize),
+    /// Quantized blocks.
+    Blocks(&'a QuantizedMatrix),
+}
+
+/// `x[.., k] · wᵀ` through the kernel, or `None` (see the module docs).
+fn product<const D: usize>(x: &Tensor<D>, w: Weights<'_>) -> Option<Tensor<D>> {
+    let (k, n) = match w {
+        Weights::F32(_, k, n) => (k, n),
+        Weights::Blocks(q) => (q.cols(), q.rows()),
+    };
+    let dims = x.dims();
+    if dims[D - 1] != k || !engram_kernels::simd_available() {
+        return None;
+    }
+    let rows = dims[..D - 1].iter().product::<usize>();
+    if rows > MAX_ROWS {
+        return None;
+    }
+    let x = host_f32(x)?;
+    let x = if x.layout().is_contiguous() {
+        x
+    } else {
+        x.to_contiguous()
+    };
+    let (start, end) = x.layout().contiguous_offsets()?;
+    let xs = &x.storage::<f32>()[start..end];
+    let y = match w {
+        Weights::F32(w, k, n) => engram_kernels::matmul_nt(xs, w, rows, k, n),
+        Weights::Blocks(q) => engram_kernels::matmul_nt_quantized(xs, q, rows),
+    };
+    let mut out = dims;
+    out[D - 1] = n;
+    let y = FlexTensor::from_data(TensorData::new(y, out));
+    Some(Tensor::from_primitive::<Flex>(y))
+}
+
+#[cfg(test)]
+mod tests {
+    use engram_kernels::BlockFormat;
+
+    use super::*;
+
+    fn ramp_on(shape: [usize; 2], scale: f32, device: &Device) -> Tensor<2> {
+        let n = shape[0] * shape[1];
+        let v: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * scale)
+            .collect();
+        Tensor::from_data(TensorData::new(v, shape), device)
+    }
+
+    fn ramp(shape: [usize; 2], scale: f32) -> Tensor<2> {
+        ramp_on(shape, scale, &Device::flex())
+    }
+
+    fn max_diff(a: Tensor<3>, b: Tensor<3>) -> f32 {
+        (a - b).abs().max().into_scalar::<f32>()
+    }
+
+    /// A `[48, 64]` Q8_0 matrix (scale 1/64, bytes cycling through -100..100).
+    fn q8_matrix() -> QuantizedMatrix {
+        let mut data = Vec::new();
+        for b in 0..48 * 2 {
+            data.extend(half::f16::from_f32(1.0 / 64.0).to_bits().to_le_bytes());
+            data.extend(
+                (0..32)
+                    .map(|j: i32| (b * 7 + j * 13) % 201 - 100)
+                    .map(|q| q as i8 as u8),
+            );
+        }
+        QuantizedMatrix::new(BlockFormat::Q8_0, 48, 64, data).unwrap()
+    }
+
+    #[test]
+    fn quantized_linear_matches_burns_matmul_on_the_dequantized_weight() {
+        if !engram_kernels::simd_available() {
+            return;
+        }
+        let q = q8_matrix();
+        let w_out_in =
+            Tensor::<2>::from_data(TensorData::new(q.to_f32(), [48, 64]), &Device::flex());
+        let x = ramp([6, 64], 0.02).reshape([2, 3, 64]);
+        let fast = linear(&x, &q).expect("kernel applies");
+        assert_eq!(fast.dims(), [2, 3, 48]);
+        let slow = x.clone().matmul(w_out_in.transpose().unsqueeze());
+        assert!(max_diff(fast, slow) < 1e-5);
+        // Not for autodiff tensors, nor for more rows than MAX_ROWS.
+        let ad = Device::flex().autodiff();
+        assert!(linear(&ramp_on([3, 64], 0.02, &ad).unsqueeze::<3>(), &q).is_none());
+        assert!(linear(&ramp([MAX_ROWS + 1, 64], 0.02).unsqueeze::<3>(), &q).is_none());
+    }
+
+    #[test]
+    fn matmul_nt_accepts_strided_rows_and_matches_burn() {
+        if !engram_kernels::simd_available() {
+            return;
+        }
+        let e = ramp([50, 16], 0.03);
+        // A non-contiguous x (a transposed view) is copied to rows first.
+        let x = ramp([16, 4], 0.05).transpose().unsqueeze::<3>();
+        let fast = matmul_nt(&x, &e).expect("kernel applies");
+        let slow = x.clone().matmul(e.clone().transpose().unsqueeze());
+        assert!(max_diff(fast, slow) < 1e-5);
+        assert!(
+            matmul_nt(&x, &e.transpose()).is_none(),
+            "a strided weight is not [n, k]"
+        );
+    }
+
+    #[test]
+    fn blocks_are_kept_on_the_cpu_in_f32_only() {
+        let simd = engram_kernels::simd_available();
+        assert_eq!(keeps_blocks(&Device::flex(), DType::F32), simd);
+        assert_eq!(keeps_blocks(&Device::flex().autodiff(), DType::F32), simd);
+        assert!(!keeps_blocks(&Device::flex(), DType::BF16));
+    }
+}

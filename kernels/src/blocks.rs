@@ -1,0 +1,407 @@
+//! GGML's 32-weight quantized blocks (Q4_0, Q4_1, Q8_0): their layout, their dequantization
+//! (f32 arithmetic as llama.cpp's `dequantize_row_*`), and a matrix of them kept quantized.
+//!
+//! The dequantized values are the same, bit for bit, whichever path computes them (explicit
+//! AVX2 or portable code): each weight is one f32 multiply and, for Q4_1, one f32 add, both
+//! exactly rounded, never fused. That is what lets [`crate::matmul_nt_quantized`] read the
+//! compact blocks and still compute exactly what a product with the dequantized f32 matrix
+//! computes.
+
+use half::f16;
+
+/// Weights per block.
+pub const BLOCK_ELEMS: usize = 32;
+
+/// A GGML block format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockFormat {
+    /// f16 scale `d`, 16 bytes of 4-bit values `q`; w = (q - 8)·d. Element `j < 16` is the low
+    /// nibble of byte `j`, element `16 + j` its high nibble.
+    Q4_0,
+    /// f16 scale `d`, f16 minimum `m`, 16 bytes of 4-bit values (as Q4_0); w = q·d + m.
+    Q4_1,
+    /// f16 scale `d`, 32 signed bytes; w = q·d.
+    Q8_0,
+}
+
+impl BlockFormat {
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            BlockFormat::Q4_0 => 18,
+            BlockFormat::Q4_1 => 20,
+            BlockFormat::Q8_0 => 34,
+        }
+    }
+
+    /// Dequantizes whole blocks into `out` (`BLOCK_ELEMS` values per block).
+    ///
+    /// # Panics
+    /// If `blocks` is not a whole number of blocks or `out` does not hold their values.
+    pub fn dequantize_into(self, blocks: &[u8], out: &mut [f32]) {
+        let bb = self.block_bytes();
+        assert!(
+            blocks.len().is_multiple_of(bb) && out.len() == blocks.len() / bb * BLOCK_ELEMS,
+            "{self:?}: {} bytes do not dequantize into {} values",
+            blocks.len(),
+            out.len()
+        );
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd_available() {
+            // SAFETY: AVX2 and F16C are present; lengths checked above.
+            unsafe { avx2::dequantize(self, blocks, out) };
+            return;
+        }
+        self.dequantize_portable(blocks, out);
+    }
+
+    /// The scalar dequantization (the reference the SIMD path must equal).
+    fn dequantize_portable(self, blocks: &[u8], out: &mut [f32]) {
+        let bb = self.block_bytes();
+        for (b, o) in blocks
+            .chunks_exact(bb)
+            .zip(out.chunks_exact_mut(BLOCK_ELEMS))
+        {
+            let d = f16_at(b, 0);
+            match self {
+                BlockFormat::Q4_0 => {
+                    for (j, q) in b[2..18].iter().enumerate() {
+                        o[j] = ((q & 0x0F) as i32 - 8) as f32 * d;
+                        o[16 + j] = ((q >> 4) as i32 - 8) as f32 * d;
+                    }
+                }
+                BlockFormat::Q4_1 => {
+                    let m = f16_at(b, 2);
+                    for (j, q) in b[4..20].iter().enumerate() {
+                        o[j] = (q & 0x0F) as f32 * d + m;
+                        o[16 + j] = (q >> 4) as f32 * d + m;
+                    }
+                }
+                BlockFormat::Q8_0 => {
+                    for (j, &q) in b[2..34].iter().enumerate() {
+                        o[j] = (q as i8) as f32 * d;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The little-endian f16 at byte `i` of `b`, widened (exactly) to f32.
+fn f16_at(b: &[u8], i: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[i], b[i + 1]])).to_f32()
+}
+
+/// A `[rows, cols]` matrix kept as rows of quantized blocks (`cols` a multiple of
+/// [`BLOCK_ELEMS`]), e.g. a GGUF weight in the `[out, in]` layout.
+#[derive(Clone)]
+pub struct QuantizedMatrix {
+    format: BlockFormat,
+    rows: usize,
+    cols: usize,
+    data: Vec<u8>,
+}
+
+impl QuantizedMatrix {
+    /// Wraps `data`, checking that it holds exactly `rows × cols` weights of `format`.
+    pub fn new(
+        format: BlockFormat,
+        rows: usize,
+        cols: usize,
+        data: Vec<u8>,
+    ) -> Result<Self, String> {
+        if !cols.is_multiple_of(BLOCK_ELEMS) {
+            return Err(format!(
+                "{cols} columns are not a whole number of {format:?} blocks ({BLOCK_ELEMS} weights)"
+            ));
+        }
+        let want = rows * cols / BLOCK_ELEMS * format.block_bytes();
+        if data.len() != want {
+            return Err(format!(
+                "{} bytes for a {rows}×{cols} {format:?} matrix, which needs {want}",
+                data.len()
+            ));
+        }
+        Ok(Self {
+            format,
+            rows,
+            cols,
+            data,
+        })
+    }
+
+    /// The block format.
+    pub fn format(&self) -> BlockFormat {
+        self.format
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Bytes per row.
+    pub fn row_bytes(&self) -> usize {
+        self.cols / BLOCK_ELEMS * self.format.block_bytes()
+    }
+
+    /// Dequantizes rows `r0..r0 + out.len() / cols` into `out`.
+    pub fn dequantize_rows(&self, r0: usize, out: &mut [f32]) {
+        let rb = self.row_bytes();
+        let n = out.len() / self.cols.max(1);
+        self.format
+            .dequantize_into(&self.data[r0 * rb..(r0 + n) * rb], out);
+    }
+
+    /// Asks the CPU to start loading rows `r0..r0 + n` into cache (a hint; no effect past the
+    /// end or off x86-64).
+    pub fn prefetch_rows(&self, r0: usize, n: usize) {
+        let rb = self.row_bytes();
+        let end = ((r0 + n) * rb).min(self.data.len());
+        #[cfg(target_arch = "x86_64")]
+        for off in (r0 * rb..end).step_by(64) {
+            // SAFETY: `off` is inside `data`; prefetching never faults.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    self.data.as_ptr().add(off) as *const i8,
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = end;
+    }
+
+    /// The whole matrix in f32, row-major.
+    pub fn to_f32(&self) -> Vec<f32> {
+        let mut out = vec![0.0; self.rows * self.cols];
+        self.dequantize_rows(0, &mut out);
+        out
+    }
+}
+
+impl std::fmt::Debug for QuantizedMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "QuantizedMatrix({:?}, {}×{})",
+            self.format, self.rows, self.cols
+        )
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{BLOCK_ELEMS, BlockFormat};
+
+    /// The little-endian f16 at `p`, widened (exactly) to f32 by F16C, inline.
+    ///
+    /// # Safety
+    /// `p` points to two readable bytes.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn f16_at(p: *const u8) -> __m256 {
+        // SAFETY: two readable bytes.
+        let bits = unsafe { std::ptr::read_unaligned(p as *const u16) };
+        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits)));
+        _mm256_broadcastss_ps(v)
+    }
+
+    /// Eight integers as f32, `· d`, and for Q4_1 `+ m`: one exactly rounded multiply and one
+    /// exactly rounded add, as the portable path; stored at `out`.
+    ///
+    /// # Safety
+    /// `out` has room for 8 values.
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    unsafe fn store_scaled<const MIN: bool>(ints: __m256i, d: __m256, m: __m256, out: *mut f32) {
+        let v = _mm256_mul_ps(_mm256_cvtepi32_ps(ints), d);
+        let v = if MIN { _mm256_add_ps(v, m) } else { v };
+        // SAFETY: room for 8 values.
+        unsafe { _mm256_storeu_ps(out, v) };
+    }
+
+    /// The 4-bit formats: `MIN` for Q4_1 (`q·d + m`), else Q4_0 (`(q - 8)·d`).
+    ///
+    /// # Safety
+    /// AVX2 + F16C present; `blocks` whole blocks, `out` their values.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn nibbles<const MIN: bool>(blocks: &[u8], out: &mut [f32]) {
+        let bb = if MIN { 20 } else { 18 };
+        let mask = _mm_set1_epi8(0x0F);
+        let eight = _mm256_set1_epi32(8);
+        for (i, o) in out.chunks_exact_mut(BLOCK_ELEMS).enumerate() {
+            // SAFETY: block i has bb bytes; o has 32 values.
+            unsafe {
+                let b = blocks.as_ptr().add(i * bb);
+                let d = f16_at(b);
+                let (m, qs) = if MIN {
+                    (f16_at(b.add(2)), b.add(4))
+                } else {
+                    (_mm256_setzero_ps(), b.add(2))
+                };
+                let q = _mm_loadu_si128(qs as *const __m128i);
+                let lo = _mm_and_si128(q, mask);
+                let hi = _mm_and_si128(_mm_srli_epi16::<4>(q), mask);
+                let o = o.as_mut_ptr();
+                for (j, bytes) in [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let ints = _mm256_cvtepu8_epi32(bytes);
+                    let ints = if MIN {
+                        ints
+                    } else {
+                        _mm256_sub_epi32(ints, eight)
+                    };
+                    store_scaled::<MIN>(ints, d, m, o.add(8 * j));
+                }
+            }
+        }
+    }
+
+    /// Q8_0.
+    ///
+    /// # Safety
+    /// AVX2 + F16C present; `blocks` whole blocks, `out` their values.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn bytes(blocks: &[u8], out: &mut [f32]) {
+        let zero = _mm256_setzero_ps();
+        for (i, o) in out.chunks_exact_mut(BLOCK_ELEMS).enumerate() {
+            // SAFETY: block i has 34 bytes; o has 32 values.
+            unsafe {
+                let b = blocks.as_ptr().add(i * 34);
+                let d = f16_at(b);
+                let o = o.as_mut_ptr();
+                for j in 0..4 {
+                    let q = _mm_loadl_epi64(b.add(2 + 8 * j) as *const __m128i);
+                    store_scaled::<false>(_mm256_cvtepi8_epi32(q), d, zero, o.add(8 * j));
+                }
+            }
+        }
+    }
+
+    /// # Safety
+    /// AVX2 + F16C present; `blocks` whole blocks of `format`, `out` their values.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn dequantize(format: BlockFormat, blocks: &[u8], out: &mut [f32]) {
+        // SAFETY: forwarded.
+        unsafe {
+            match format {
+                BlockFormat::Q4_0 => nibbles::<false>(blocks, out),
+                BlockFormat::Q4_1 => nibbles::<true>(blocks, out),
+                BlockFormat::Q8_0 => bytes(blocks, out),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(v: f32) -> [u8; 2] {
+        f16::from_f32(v).to_bits().to_le_bytes()
+    }
+
+    /// Blocks of every format with pseudo-random payloads and scales.
+    fn random_blocks(format: BlockFormat, n: usize, seed: u32) -> Vec<u8> {
+        let mut s = seed.wrapping_mul(2_654_435_761) | 1;
+        let mut byte = || {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 24) as u8
+        };
+        let mut out = Vec::new();
+        for i in 0..n {
+            out.extend(h(0.001 + i as f32 * 0.0137));
+            if format == BlockFormat::Q4_1 {
+                out.extend(h(-0.05 * i as f32));
+            }
+            let payload = format.block_bytes() - out.len() % format.block_bytes();
+            out.extend((0..payload).map(|_| byte()));
+        }
+        out
+    }
+
+    #[test]
+    fn q4_0_block_by_hand() {
+        // d = 0.5; byte j holds low nibble j % 16 and high nibble 15 - j % 16.
+        let mut b = h(0.5).to_vec();
+        for j in 0..16u8 {
+            b.push(j | ((15 - j) << 4));
+        }
+        let mut w = [0.0; 32];
+        BlockFormat::Q4_0.dequantize_into(&b, &mut w);
+        for j in 0..16 {
+            assert_eq!(w[j], (j as f32 - 8.0) * 0.5, "low nibble {j}");
+            assert_eq!(w[16 + j], ((15 - j) as f32 - 8.0) * 0.5, "high nibble {j}");
+        }
+    }
+
+    #[test]
+    fn q4_1_block_by_hand() {
+        // d = 0.25, m = -1.0: w = q/4 - 1.
+        let mut b = h(0.25).to_vec();
+        b.extend(h(-1.0));
+        for j in 0..16u8 {
+            b.push(((j * 7) % 16) | (j << 4));
+        }
+        let mut w = [0.0; 32];
+        BlockFormat::Q4_1.dequantize_into(&b, &mut w);
+        for j in 0..16 {
+            assert_eq!(w[j], ((j * 7) % 16) as f32 * 0.25 - 1.0);
+            assert_eq!(w[16 + j], j as f32 * 0.25 - 1.0);
+        }
+    }
+
+    #[test]
+    fn q8_0_block_by_hand() {
+        let mut b = h(0.125).to_vec();
+        for j in 0..32i32 {
+            b.push(((j - 16) * 8) as i8 as u8);
+        }
+        let mut w = [0.0; 32];
+        BlockFormat::Q8_0.dequantize_into(&b, &mut w);
+        for (j, v) in w.iter().enumerate() {
+            assert_eq!(*v, (j as f32 - 16.0) * 8.0 * 0.125);
+        }
+    }
+
+    #[test]
+    fn simd_and_portable_dequantization_agree_bit_for_bit() {
+        for format in [BlockFormat::Q4_0, BlockFormat::Q4_1, BlockFormat::Q8_0] {
+            let blocks = random_blocks(format, 40, 9);
+            let mut fast = vec![0.0; 40 * BLOCK_ELEMS];
+            let mut slow = vec![0.0; 40 * BLOCK_ELEMS];
+            format.dequantize_into(&blocks, &mut fast);
+            format.dequantize_portable(&blocks, &mut slow);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&slow), "{format:?}");
+        }
+    }
+
+    #[test]
+    fn matrices_check_their_size_and_dequantize_by_rows() {
+        let data = random_blocks(BlockFormat::Q4_1, 6, 3);
+        let m = QuantizedMatrix::new(BlockFormat::Q4_1, 3, 64, data.clone()).unwrap();
+        assert_eq!(m.row_bytes(), 40);
+        let all = m.to_f32();
+        let mut row1 = vec![0.0; 64];
+        m.dequantize_rows(1, &mut row1);
+        assert_eq!(row1, all[64..128]);
+        let e = QuantizedMatrix::new(BlockFormat::Q4_1, 2, 64, data.clone()).unwrap_err();
+        assert!(
+            e.contains("120 bytes for a 2×64 Q4_1 matrix, which needs 80"),
+            "{e}"
+        );
+        let e = QuantizedMatrix::new(BlockFormat::Q4_1, 3, 60, data).unwrap_err();
+        assert!(e.contains("60 columns"), "{e}");
+    }
+}

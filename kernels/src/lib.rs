@@ -1,0 +1,14 @@
+//! Compute kernels that Burn's backends do not provide in the form engram needs.
+//!
+//! - [`matmul_nt`]: `y = x · wᵀ` in f32 on the CPU, for the skinny products of inference (a
+//!   decode step multiplies a handful of rows by every weight matrix). It reads each weight
+//!   matrix once, row by row, in the `[out, in]` layout checkpoints store, which is what makes a
+//!   memory-bound decode step fast; see its module docs for the measurements behind it.
+//! - [`matmul_nt_quantized`]: the same product reading a weight kept as GGML blocks
+//!   ([`blocks`]), bit-identical to the product with the dequantized matrix.
+
+pub mod blocks;
+pub mod matmul_nt;
+
+pub use blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
+pub use matmul_nt::{matmul_nt, matmul_nt_into, matmul_nt_quantized, simd_available};
