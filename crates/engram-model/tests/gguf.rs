@@ -169,6 +169,15 @@ fn gguf_q8_0_tensors_dequantize_at_load() {
         let d = max_abs_diff(&logits(&gguf, &ids), &logits(&f32_only, &ids));
         assert!(d < 1e-5, "blocks vs f32 weights: max diff {d:e}");
         eprintln!("Q8_0 blocks through the CPU kernel vs f32 weights through Burn: {d:e}");
+
+        // A model loaded for training keeps them too, and so does its inference copy, which
+        // answers through the kernel.
+        let trained = Llama::load(&ckpt, WeightDType::F32, &Device::flex().autodiff()).unwrap();
+        let mut answering = trained.for_inference().into_owned();
+        assert!(!answering.device().is_autodiff());
+        let d = max_abs_diff(&logits(&answering, &ids), &logits(&gguf, &ids));
+        assert!(d < 1e-6, "inference copy vs plain model: {d:e}");
+        assert_eq!(answering.drop_quantized_weights(), 10);
     }
 }
 
