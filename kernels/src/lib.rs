@@ -11,4 +11,4 @@ pub mod blocks;
 pub mod matmul_nt;
 
 pub use blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
-pub use matmul_nt::{matmul_nt, matmul_nt_into, matmul_nt_quantized, simd_available};
+pub use matmul_nt::{matmul_nt, matmul_nt_quantized, simd_available};

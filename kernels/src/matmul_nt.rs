@@ -61,23 +61,15 @@ pub fn simd_available() -> bool {
 /// # Panics
 /// If `x` or `w` does not hold exactly `m·k` or `n·k` values.
 pub fn matmul_nt(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
-    let mut y = vec![0.0; m * n];
-    matmul_nt_into(x, w, m, k, n, &mut y);
-    y
-}
-
-/// `x[m, k] · w[n, k]ᵀ` written into the row-major `[m, n]` slice `y`.
-///
-/// # Panics
-/// If `x`, `w` or `y` does not hold exactly `m·k`, `n·k` or `m·n` values.
-pub fn matmul_nt_into(x: &[f32], w: &[f32], m: usize, k: usize, n: usize, y: &mut [f32]) {
     assert_eq!(
         w.len(),
         n * k,
         "matmul_nt: w holds {} values, not {n}×{k}",
         w.len()
     );
-    run(x, Weights::F32(w), m, k, n, y);
+    let mut y = vec![0.0; m * n];
+    run(x, Weights::F32(w), m, k, n, &mut y);
+    y
 }
 
 /// `x[m, k] · wᵀ` for a quantized `w: [n, k]`, as a new row-major `[m, n]` vector.
@@ -150,7 +142,7 @@ impl OutPtr {
     }
 }
 
-// SAFETY: the chunks write disjoint columns of the output (see `matmul_nt_into`).
+// SAFETY: the chunks write disjoint columns of the output (see `run`).
 unsafe impl Send for OutPtr {}
 // SAFETY: as above.
 unsafe impl Sync for OutPtr {}

@@ -13,7 +13,7 @@
 //!   F16C CPU ([`keeps_blocks`]), the loader keeps each quantized projection's blocks beside its
 //!   f32 weight ([`crate::linear::Linear::quantized`], [`crate::llama::Llama::embed_quantized`]
 //!   for a tied head): +16 % memory for SmolLM2's Q4_1 file.
-//! - [`linear`], [`matmul_nt`] and [`matmul_nt_quantized`] run the kernel when the input is a
+//! - [`matmul_nt_quantized`] and [`matmul_nt`] run the kernel when the input is a
 //!   plain (not autodiff) host f32 tensor with at most [`MAX_ROWS`] rows; otherwise they return
 //!   `None` and the caller uses Burn's matmul (prefill chunks, training, GPUs, bf16).
 //! - A tied head's f32 embedding `[vocab, hidden]` is already `[out, in]`: [`matmul_nt`] reads
@@ -42,12 +42,6 @@ pub fn keeps_blocks(device: &Device, dtype: DType) -> bool {
         && engram_kernels::simd_available()
 }
 
-/// `x[.., in] · wᵀ` for a projection whose weight `w: [out, in]` is kept in blocks; `None`
-/// where the kernel does not apply.
-pub fn linear<const D: usize>(x: &Tensor<D>, w: &QuantizedMatrix) -> Option<Tensor<D>> {
-    product(x, Weights::Blocks(w))
-}
-
 /// `x[.., k] · wᵀ` for a contiguous f32 `w: [n, k]` (a tied embedding as the language-model
 /// head); `None` where the kernel does not apply.
 pub fn matmul_nt<const D: usize>(x: &Tensor<D>, w: &Tensor<2>) -> Option<Tensor<D>> {
@@ -57,8 +51,8 @@ pub fn matmul_nt<const D: usize>(x: &Tensor<D>, w: &Tensor<2>) -> Option<Tensor<
     product(x, Weights::F32(&w.storage::<f32>()[start..end], k, n))
 }
 
-/// `x[.., k] · wᵀ` for a quantized `w: [n, k]` (a tied embedding kept in blocks); `None` where
-/// the kernel does not apply.
+/// `x[.., k] · wᵀ` for a quantized `w: [n, k]` (a projection's `[out, in]` weight, or a tied
+/// embedding, kept in blocks); `None` where the kernel does not apply.
 pub fn matmul_nt_quantized<const D: usize>(
     x: &Tensor<D>,
     w: &QuantizedMatrix,
@@ -159,14 +153,16 @@ mod tests {
         let w_out_in =
             Tensor::<2>::from_data(TensorData::new(q.to_f32(), [48, 64]), &Device::flex());
         let x = ramp([6, 64], 0.02).reshape([2, 3, 64]);
-        let fast = linear(&x, &q).expect("kernel applies");
+        let fast = matmul_nt_quantized(&x, &q).expect("kernel applies");
         assert_eq!(fast.dims(), [2, 3, 48]);
         let slow = x.clone().matmul(w_out_in.transpose().unsqueeze());
         assert!(max_diff(fast, slow) < 1e-5);
         // Not for autodiff tensors, nor for more rows than MAX_ROWS.
         let ad = Device::flex().autodiff();
-        assert!(linear(&ramp_on([3, 64], 0.02, &ad).unsqueeze::<3>(), &q).is_none());
-        assert!(linear(&ramp([MAX_ROWS + 1, 64], 0.02).unsqueeze::<3>(), &q).is_none());
+        assert!(matmul_nt_quantized(&ramp_on([3, 64], 0.02, &ad).unsqueeze::<3>(), &q).is_none());
+        assert!(
+            matmul_nt_quantized(&ramp([MAX_ROWS + 1, 64], 0.02).unsqueeze::<3>(), &q).is_none()
+        );
     }
 
     #[test]

@@ -50,18 +50,17 @@ impl Linear {
 
     /// Applies the projection to `x: [.., in]`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let weight = self.weight.val();
         let bias = self.bias.as_ref().map(|b| b.val());
         let fast = self
             .quantized
             .as_deref()
-            .and_then(|q| crate::cpu_matmul::linear(&x, q));
+            .and_then(|q| crate::cpu_matmul::matmul_nt_quantized(&x, q));
         let y = match fast {
             Some(y) => match bias {
                 Some(b) => y + b.unsqueeze(),
                 None => y,
             },
-            None => burn::tensor::module::linear(x.clone(), weight, bias),
+            None => burn::tensor::module::linear(x.clone(), self.weight.val(), bias),
         };
         match &self.lora {
             Some(adapter) => y + adapter.delta(x),
