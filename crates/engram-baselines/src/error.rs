@@ -9,9 +9,9 @@ pub enum BaselineError {
     /// From the tokenizer.
     #[error(transparent)]
     Tokenizer(#[from] engram_tokenizer::TokenizerError),
-    /// From answering (decoding, generation through the LoRA crate's helpers).
+    /// From reading the encoder's weights.
     #[error(transparent)]
-    Lora(#[from] engram_lora::LoraError),
+    Checkpoint(#[from] engram_checkpoint::CheckpointError),
     /// A bad setting or input (empty fact set, no questions...).
     #[error("{0}")]
     Bad(String),

@@ -7,27 +7,21 @@
 use std::time::Instant;
 
 use engram_facts::Fact;
-use engram_lora::{Answer, answers_from};
-use engram_model::{GenerationConfig, Llama, Sampling, generate, generate_after_prefix};
+use engram_io::Progress;
+use engram_io::progress::or_quiet;
+use engram_model::{Answer, AnswerConfig, Llama, answers_from, generate, generate_after_prefix};
 use engram_tokenizer::{ChatTokenizer, Message};
-use indicatif::ProgressBar;
 
 use crate::error::{BaselineError, Result};
 use crate::prompt::{context_message, facts_block};
 
-/// Settings of a long-context run.
-#[derive(Debug, Clone)]
+/// Settings of a long-context run: how to answer, and a context limit below the model's.
+#[derive(Debug, Clone, Default)]
 pub struct LongContextConfig {
-    /// Questions per generation batch.
-    pub batch_size: usize,
-    /// Most new tokens per answer.
-    pub max_new_tokens: usize,
-    /// Ids that end an answer.
-    pub stop_ids: Vec<u32>,
+    /// Batching, token limit and stop ids.
+    pub answer: AnswerConfig,
     /// Context limit below the model's `max_position_embeddings`, if any.
     pub context_cap: Option<usize>,
-    /// A bar advanced by one per answered question (its length is set to the question count).
-    pub progress: Option<ProgressBar>,
 }
 
 /// The outcome of a long-context run.
@@ -89,36 +83,17 @@ fn window(model: &Llama, cfg: &LongContextConfig) -> usize {
     cfg.context_cap.map_or(w, |c| c.min(w))
 }
 
-fn start_bar(cfg: &LongContextConfig, len: usize, message: String) {
-    if let Some(bar) = &cfg.progress {
-        bar.set_length(len as u64);
-        bar.set_position(0);
-        bar.set_message(message);
-    }
-}
-
-fn advance_bar(cfg: &LongContextConfig, n: usize) {
-    if let Some(bar) = &cfg.progress {
-        bar.inc(n as u64);
-    }
-}
-
-fn gen_cfg(cfg: &LongContextConfig) -> GenerationConfig {
-    GenerationConfig {
-        max_new_tokens: cfg.max_new_tokens,
-        sampling: Sampling::Greedy,
-        stop_ids: cfg.stop_ids.clone(),
-    }
-}
-
-/// Answers `questions` with every fact in context, prefilling the shared prefix once.
+/// Answers `questions` with every fact in context, prefilling the shared prefix once (a
+/// `prefilling` task, then an `answering` one advanced per answer).
 pub fn long_context_answers(
     model: &Llama,
     tokenizer: &ChatTokenizer,
     facts: &[Fact],
     questions: &[String],
     cfg: &LongContextConfig,
+    progress: Option<&dyn Progress>,
 ) -> Result<LongContext> {
+    let progress = or_quiet(progress);
     if questions.is_empty() {
         return Err(BaselineError::Bad("no questions to answer".into()));
     }
@@ -131,23 +106,20 @@ pub fn long_context_answers(
         return Ok(LongContext::NotApplicable { needed, window });
     }
     let n = common_prefix(&prompts);
-    start_bar(
-        cfg,
-        prompts.len(),
-        format!("prefilling the {n}-token shared prefix"),
-    );
+    progress.begin(&format!("prefilling the {n}-token shared prefix"), None);
     let tp = Instant::now();
     let prefix = model.prefill(&prompts[0][..n]);
     let prefix_secs = tp.elapsed().as_secs_f64();
-    start_bar(cfg, prompts.len(), "answering on the shared prefix".into());
+    progress.begin("answering on the shared prefix", Some(prompts.len() as u64));
     let mut answers = Vec::with_capacity(prompts.len());
-    let gcfg = gen_cfg(cfg);
-    for chunk in prompts.chunks(cfg.batch_size.max(1)) {
+    let gcfg = cfg.answer.generation();
+    for chunk in prompts.chunks(cfg.answer.batch_size.max(1)) {
         let suffixes: Vec<Vec<u32>> = chunk.iter().map(|p| p[n..].to_vec()).collect();
         let g = generate_after_prefix(model, &prefix, &suffixes, &gcfg)?;
         answers.extend(answers_from(tokenizer, &g)?);
-        advance_bar(cfg, chunk.len());
+        progress.advance(chunk.len() as u64);
     }
+    progress.end();
     let naive: usize = prompts.iter().map(Vec::len).sum();
     Ok(LongContext::Answered {
         answers,
@@ -167,20 +139,22 @@ pub fn naive_answers(
     facts: &[Fact],
     questions: &[String],
     cfg: &LongContextConfig,
+    progress: Option<&dyn Progress>,
 ) -> Result<(Vec<Answer>, f64)> {
+    let progress = or_quiet(progress);
     let t0 = Instant::now();
     let prompts = long_context_prompts(tokenizer, facts, questions)?;
-    let gcfg = gen_cfg(cfg);
-    start_bar(
-        cfg,
-        prompts.len(),
-        "answering with per-question prompts".into(),
+    let gcfg = cfg.answer.generation();
+    progress.begin(
+        "answering with per-question prompts",
+        Some(prompts.len() as u64),
     );
     let mut answers = Vec::with_capacity(prompts.len());
-    for chunk in prompts.chunks(cfg.batch_size.max(1)) {
+    for chunk in prompts.chunks(cfg.answer.batch_size.max(1)) {
         let g = generate(model, chunk, &gcfg)?;
         answers.extend(answers_from(tokenizer, &g)?);
-        advance_bar(cfg, chunk.len());
+        progress.advance(chunk.len() as u64);
     }
+    progress.end();
     Ok((answers, t0.elapsed().as_secs_f64()))
 }

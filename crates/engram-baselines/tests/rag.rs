@@ -1,18 +1,13 @@
 //! RAG: BM25 finds the source fact of exact-copy questions; answers come back for every
 //! question; bad settings are named.
 
-use std::path::PathBuf;
-
 use burn::tensor::Device;
-use engram_baselines::{Bm25Index, RagConfig, rag_answers};
+use engram_baselines::{Bm25Index, RagConfig, Retriever, rag_answers};
 use engram_checkpoint::Checkpoint;
 use engram_facts::{Fact, read_facts};
-use engram_model::{Llama, WeightDType};
+use engram_model::{AnswerConfig, Llama, WeightDType};
+use engram_testkit::fixtures;
 use engram_tokenizer::ChatTokenizer;
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
 
 fn facts() -> Vec<Fact> {
     read_facts(&fixtures().join("facts/synthetic-500.jsonl")).unwrap()
@@ -48,11 +43,13 @@ fn rag_answers_every_question_and_measures_retrieval() {
     let questions: Vec<String> = facts.iter().take(6).map(|f| f.question.clone()).collect();
     let gold: Vec<usize> = (0..6).collect();
     let cfg = RagConfig {
+        answer: AnswerConfig {
+            batch_size: 3,
+            max_new_tokens: 4,
+            stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+        },
         k: 5,
-        batch_size: 3,
-        max_new_tokens: 4,
-        stop_ids: tok.stop_ids(&model.config.eos_token_ids),
-        progress: None,
+        retriever: Retriever::Bm25,
     };
     let run = rag_answers(&model, &tok, &facts, &questions, &gold, &cfg, None).unwrap();
     assert_eq!(run.answers.len(), 6);
@@ -89,7 +86,11 @@ fn rag_answers_every_question_and_measures_retrieval() {
     let enc =
         engram_baselines::rag::BertEncoder::load(&fixtures().join("tiny-bert"), &Device::flex())
             .unwrap();
-    let dense = rag_answers(&model, &tok, &facts, &questions, &gold, &cfg, Some(&enc)).unwrap();
+    let dense_cfg = RagConfig {
+        retriever: Retriever::Dense(&enc),
+        ..cfg.clone()
+    };
+    let dense = rag_answers(&model, &tok, &facts, &questions, &gold, &dense_cfg, None).unwrap();
     assert_eq!(dense.answers.len(), 6);
     assert!(dense.retrieved.iter().all(|r| r.len() == 5));
 }

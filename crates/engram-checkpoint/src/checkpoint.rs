@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use engram_io::{Progress, Quiet};
 use serde_json::Value;
 
 use crate::gguf::GgufLlama;
@@ -62,6 +63,11 @@ impl Checkpoint {
     /// `smollm2-135m-instruct`, fetched into engram's cache when absent), or a hub repo id
     /// (`owner/name[@revision]`, downloaded into the HF cache, or read from it when offline).
     pub fn open(spec: &str) -> Result<Self> {
+        Self::open_with(spec, &Quiet)
+    }
+
+    /// [`Checkpoint::open`], reporting a registry model's download to `progress`.
+    pub fn open_with(spec: &str, progress: &dyn Progress) -> Result<Self> {
         let path = PathBuf::from(spec);
         if path.is_dir() {
             return Self::open_dir(&path);
@@ -90,7 +96,7 @@ impl Checkpoint {
             });
         }
         if let Some(m) = crate::model_store::find(spec) {
-            let path = m.ensure()?;
+            let path = m.ensure(progress)?;
             let mut ckpt = Self::open_gguf(&path)?;
             ckpt.origin = format!("{spec} ({})", path.display());
             return Ok(ckpt);

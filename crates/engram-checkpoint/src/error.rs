@@ -100,6 +100,14 @@ pub enum CheckpointError {
         /// What went wrong.
         message: String,
     },
+    /// A checkpoint file or directory could not be written.
+    #[error("cannot write {path}: {message}")]
+    Write {
+        /// The file or directory.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// Result alias of this crate.

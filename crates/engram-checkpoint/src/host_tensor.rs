@@ -84,3 +84,18 @@ pub fn decode_f32(bytes: &[u8], format: FloatFormat) -> Vec<f32> {
             .collect(),
     }
 }
+
+/// Encodes f32 `values` as little-endian `format` (rounding to nearest even for F16 and BF16).
+pub fn encode_f32(values: &[f32], format: FloatFormat) -> Vec<u8> {
+    match format {
+        FloatFormat::F32 => values.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        FloatFormat::F16 => values
+            .iter()
+            .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+            .collect(),
+        FloatFormat::BF16 => values
+            .iter()
+            .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+            .collect(),
+    }
+}

@@ -109,6 +109,25 @@ pub fn api(
     builder.build()
 }
 
+/// The fetcher for `repo` over the cache at `cache_dir`: the cache alone when `offline`, else
+/// the hub with the cache as fallback. `label` names the repo in errors.
+fn fetcher(repo: Repo, cache_dir: &Path, offline: bool, label: &str) -> Result<Box<dyn Fetch>> {
+    let cache = Cache::new(cache_dir.to_path_buf());
+    let cache_repo = cache.repo(repo.clone());
+    if offline {
+        return Ok(Box::new(CacheOnly(cache_repo)));
+    }
+    let api = api(&cache).map_err(|e| CheckpointError::Hub {
+        repo: label.into(),
+        file: "-".into(),
+        message: e.to_string(),
+    })?;
+    Ok(Box::new(Online {
+        api: api.repo(repo),
+        cache: cache_repo,
+    }))
+}
+
 /// Resolves a hub repo id to a local directory in the HF cache that holds its config, tokenizer
 /// and safetensors weights (downloading what is missing unless offline), and returns that
 /// snapshot directory. Reads `HF_HUB_CACHE`/`HF_HOME`, `HF_HUB_OFFLINE`, `HF_TOKEN` and
@@ -119,23 +138,27 @@ pub fn resolve_repo(spec: &str) -> Result<PathBuf> {
 
 /// As [`resolve_repo`], with the cache directory and offline mode given explicitly.
 pub fn resolve_repo_in(spec: &str, cache_dir: &Path, offline: bool) -> Result<PathBuf> {
-    let repo = repo_of(spec);
-    let cache = Cache::new(cache_dir.to_path_buf());
-    let cache_repo = cache.repo(repo.clone());
-    let fetcher: Box<dyn Fetch> = if offline {
-        Box::new(CacheOnly(cache_repo))
-    } else {
-        let api = api(&cache).map_err(|e| CheckpointError::Hub {
-            repo: spec.into(),
-            file: "-".into(),
-            message: e.to_string(),
-        })?;
-        Box::new(Online {
-            api: api.repo(repo),
-            cache: cache_repo,
-        })
-    };
+    let fetcher = fetcher(repo_of(spec), cache_dir, offline, spec)?;
     fetch_model_files(spec, fetcher.as_ref())
+}
+
+/// Local paths of `files` of the dataset repo `id` at `revision`, through the HF cache exactly
+/// as models are fetched (downloaded when missing unless `HF_HUB_OFFLINE`; an unreachable hub
+/// falls back to the cache). Errors name `id@revision` and the file.
+pub fn fetch_dataset_files(id: &str, revision: &str, files: &[&str]) -> Result<Vec<PathBuf>> {
+    let label = format!("{id}@{revision}");
+    let repo = Repo::with_revision(id.to_string(), RepoType::Dataset, revision.to_string());
+    let fetcher = fetcher(repo, &cache_dir(), offline(), &label)?;
+    files
+        .iter()
+        .map(|file| {
+            fetcher.fetch(file).map_err(|message| CheckpointError::Hub {
+                repo: label.clone(),
+                file: file.to_string(),
+                message,
+            })
+        })
+        .collect()
 }
 
 fn fetch_model_files(spec: &str, f: &dyn Fetch) -> Result<PathBuf> {

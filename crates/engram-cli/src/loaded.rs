@@ -1,13 +1,11 @@
-//! Opening a model for the command line: checkpoint, tokenizer, weights on a device, with a
-//! spinner while it loads.
-
-use std::time::Instant;
+//! Opening a model for the command line: the [`Session`] loader with a spinner (and a download
+//! bar for registry models), then one line saying what was loaded.
 
 use anyhow::{Context, Result};
 use clap::Args;
-use engram_checkpoint::Checkpoint;
-use engram_model::{Llama, WeightDType, device_from_name};
-use engram_tokenizer::ChatTokenizer;
+use engram_model::{Session, SessionSpec};
+
+use crate::progress::Bars;
 
 /// Options every command that loads a model takes.
 #[derive(Args, Debug, Clone)]
@@ -24,49 +22,23 @@ pub struct ModelArgs {
     pub dtype: String,
 }
 
-/// A model ready to run.
-pub struct Loaded {
-    pub model: Llama,
-    pub tokenizer: ChatTokenizer,
-    pub stop_ids: Vec<u32>,
-    pub origin: String,
-}
-
 impl ModelArgs {
     /// Opens the checkpoint and loads it for inference.
-    pub fn load(&self) -> Result<Loaded> {
+    pub fn load(&self) -> Result<Session> {
         self.load_on(false)
     }
 
-    /// Opens the checkpoint and loads it; `autodiff` puts it on the backend's autodiff device
-    /// (for training).
-    pub fn load_on(&self, autodiff: bool) -> Result<Loaded> {
-        let device = device_from_name(&self.backend)?;
-        let device = if autodiff { device.autodiff() } else { device };
-        let dtype = WeightDType::parse(&self.dtype)
-            .with_context(|| format!("unknown --dtype `{}` (f32, bf16, f16)", self.dtype))?;
-        let t0 = Instant::now();
-        let spinner = indicatif::ProgressBar::new_spinner();
-        spinner.set_message(format!("loading {}", self.model));
-        spinner.enable_steady_tick(std::time::Duration::from_millis(120));
-        let ckpt = Checkpoint::open(&self.model)?;
-        let tokenizer = ChatTokenizer::from_files(&ckpt.tokenizer)?;
-        let model = Llama::load(&ckpt, dtype, &device)?;
-        let stop_ids = tokenizer.stop_ids(&model.config.eos_token_ids);
-        spinner.finish_and_clear();
-        eprintln!(
-            "loaded {} ({:.1} M parameters, {} layers) on {} in {:.1}s",
-            ckpt.origin,
-            model.config.num_parameters() as f64 / 1e6,
-            model.config.num_hidden_layers,
-            self.backend,
-            t0.elapsed().as_secs_f64()
-        );
-        Ok(Loaded {
-            model,
-            tokenizer,
-            stop_ids,
-            origin: ckpt.origin,
-        })
+    /// Opens the checkpoint and loads it; `train` puts it on the backend's autodiff device.
+    pub fn load_on(&self, train: bool) -> Result<Session> {
+        let spec = SessionSpec {
+            model: self.model.clone(),
+            backend: self.backend.clone(),
+            dtype: self.dtype.clone(),
+            train,
+        };
+        let s = Session::load(&spec, &Bars::new(true))
+            .with_context(|| format!("loading --model {}", self.model))?;
+        eprintln!("{}", s.summary(&self.backend));
+        Ok(s)
     }
 }

@@ -4,6 +4,7 @@
 
 mod commands;
 mod loaded;
+mod progress;
 
 use clap::{Parser, Subcommand};
 

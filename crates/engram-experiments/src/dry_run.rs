@@ -8,11 +8,11 @@ use engram_checkpoint::Checkpoint;
 use engram_facts::Fact;
 use engram_model::LlamaConfig;
 
-use crate::cells::{expand, select};
 use crate::estimate::{estimate, human_bytes, human_seconds};
 use crate::experiment::Experiment;
-use crate::record::{CellStatus, Found, ResultsDir, hash_json};
-use crate::sweep::{cell_config, load_pool, samples};
+use crate::facts::{load_pool, samples};
+use crate::plan::{CellState, plan};
+use crate::record::ResultsDir;
 
 /// The model's architecture without loading weights: the preset's `architecture` file, or the
 /// config of a checkpoint that is already on this machine (a local path or a cached registry
@@ -68,9 +68,8 @@ pub fn dry_run(exp: &Experiment, results: &Path, only: &[String], flops: f64) ->
         }
     };
     let samples = samples(exp, &pool, &source)?;
-    let cells = select(&expand(exp), only);
+    let cells = plan(exp, &samples, &ResultsDir::new(results), only);
     let arch = architecture(exp);
-    let dir = ResultsDir::new(results);
     let mut s = format!(
         "{}: {} cells, facts from {source}, results in {}\n",
         exp.name,
@@ -95,16 +94,13 @@ pub fn dry_run(exp: &Experiment, results: &Path, only: &[String], flops: f64) ->
         "cell", "status", "time", "peak mem", "adapter state"
     ));
     let (mut total_s, mut pending) = (0.0, 0);
-    for cell in &cells {
-        let facts = &samples[&cell.facts];
-        let hash = hash_json(&cell_config(exp, cell, facts));
-        let status = match dir.read(&cell.id()) {
-            Found::Record(_) if placeholder => "unknown",
-            Found::Record(r) if r.config_hash == hash && r.status != CellStatus::Failed => "done",
-            Found::Record(r) if r.config_hash != hash => "stale",
-            Found::Record(_) => "failed",
-            Found::Corrupt(_) => "corrupt",
-            Found::Missing => "to run",
+    for planned in &cells {
+        let (cell, facts) = (&planned.cell, &samples[&planned.cell.facts]);
+        // Placeholder facts hash differently from the real ones: a record's state is unknown.
+        let status = match planned.state {
+            CellState::Missing | CellState::Corrupt(_) => planned.state.label(),
+            _ if placeholder => "unknown",
+            _ => planned.state.label(),
         };
         let (time, mem, adapter, note) = match &arch {
             Some((cfg, _)) => {

@@ -168,42 +168,23 @@ pub fn read_split(dir: &Path, split: &str, inbox: Option<&str>) -> Result<Vec<Fa
 }
 
 /// Downloads (or finds in the HF cache) the parquet files of `split` at the pinned revision
-/// and returns the local dataset root. Honours `HF_HOME`/`HF_HUB_CACHE`, `HF_TOKEN`,
-/// `HF_ENDPOINT` and `HF_HUB_OFFLINE`.
+/// through [`engram_checkpoint::hub`] and returns the local dataset root. Honours
+/// `HF_HOME`/`HF_HUB_CACHE`, `HF_TOKEN`, `HF_ENDPOINT` and `HF_HUB_OFFLINE`.
 pub fn fetch_split(split: &str) -> Result<PathBuf> {
-    use hf_hub::{Cache, Repo, RepoType};
-    let repo = Repo::with_revision(REPO.into(), RepoType::Dataset, REVISION.into());
-    let cache = Cache::new(engram_checkpoint::hub::cache_dir());
-    let offline = engram_checkpoint::hub::offline();
-    let mut root: Option<PathBuf> = None;
-    for file in split_files(split) {
-        let err = |message: String| ExperimentError::Hub {
-            repo: format!("{REPO}@{REVISION}"),
-            file: file.to_string(),
-            message,
-        };
-        let local = match cache.repo(repo.clone()).get(file) {
-            Some(p) => p,
-            None if offline => {
-                return Err(err(
-                    "not in the local HF cache and HF_HUB_OFFLINE is set".into()
-                ));
-            }
-            None => {
-                let api = engram_checkpoint::hub::api(&cache).map_err(|e| err(e.to_string()))?;
-                api.repo(repo.clone())
-                    .get(file)
-                    .map_err(|e| err(e.to_string()))?
-            }
-        };
-        // snapshot/<rev>/data/x.parquet → snapshot/<rev>
-        root = local.parent().and_then(Path::parent).map(Path::to_path_buf);
+    let files = split_files(split);
+    if files.is_empty() {
+        return Err(ExperimentError::Config {
+            path: PathBuf::from(REPO),
+            message: format!("unknown split `{split}` (train, dev, test)"),
+        });
     }
-    root.ok_or_else(|| ExperimentError::Hub {
-        repo: REPO.into(),
-        file: "-".into(),
-        message: format!("unknown split `{split}`"),
-    })
+    let paths = engram_checkpoint::hub::fetch_dataset_files(REPO, REVISION, files)?;
+    // snapshot/<rev>/data/x.parquet → snapshot/<rev>
+    Ok(paths[0]
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default())
 }
 
 /// Writing EnronQA-shaped parquet files (the tests' fixtures; also handy for turning your own

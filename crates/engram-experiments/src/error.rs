@@ -55,16 +55,12 @@ pub enum ExperimentError {
         /// The source (file, split, inbox).
         source_desc: String,
     },
-    /// Downloading the dataset failed.
-    #[error("dataset {repo} file {file}: {message}")]
-    Hub {
-        /// The dataset repo.
-        repo: String,
-        /// The file.
-        file: String,
-        /// The cause.
-        message: String,
-    },
+    /// Downloading the dataset (or reading it from the HF cache) failed.
+    #[error(transparent)]
+    Checkpoint(#[from] engram_checkpoint::CheckpointError),
+    /// A file could not be written (atomically).
+    #[error(transparent)]
+    Write(#[from] engram_io::AtomicError),
     /// A fact file problem.
     #[error(transparent)]
     Facts(#[from] engram_facts::FactsError),

@@ -105,9 +105,8 @@ pub fn estimate(
         .unwrap_or(cfg.max_position_embeddings) as f64;
     match cell.method {
         Method::Lora { rank } => {
-            let t = &exp.training;
-            let targets = LoraTarget::parse_list(&t.targets).unwrap_or_default();
-            let l = lora_parameters(cfg, rank, &targets, t.layers.as_deref()) as f64;
+            let (lora, t) = (&exp.training.lora, &exp.training.train);
+            let l = lora_parameters(cfg, rank, &lora.targets, lora.layers.as_deref()) as f64;
             let example_tokens: f64 = facts
                 .iter()
                 .map(|f| tokens(&f.rephrased_question) + tokens(&f.answer) + TEMPLATE_TOKENS)

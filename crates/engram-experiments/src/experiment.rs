@@ -25,11 +25,12 @@
 
 use std::path::{Path, PathBuf};
 
+use engram_model::AnswerConfig;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ExperimentError, Result};
-use crate::presets::{JudgePreset, ModelPreset, TrainingPreset};
+use crate::presets::{JudgePreset, ModelPreset, TrainingPreset, parse, read};
 
 /// The experiment file as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -46,7 +47,7 @@ struct ExperimentFile {
     facts: FactsSpec,
     methods: MethodsSpec,
     #[serde(default)]
-    answer: AnswerSpec,
+    answer: AnswerConfig,
     #[serde(default, rename = "override")]
     overrides: Overrides,
 }
@@ -106,7 +107,7 @@ pub struct MethodsSpec {
     #[serde(default)]
     pub rag: bool,
     /// RAG's k (EnronQA: 100).
-    #[serde(default = "hundred")]
+    #[serde(default = "rag_k")]
     pub rag_k: usize,
     /// RAG retriever: bm25 or dense.
     #[serde(default = "bm25")]
@@ -116,42 +117,14 @@ pub struct MethodsSpec {
     pub encoder: String,
 }
 
-fn hundred() -> usize {
-    100
+fn rag_k() -> usize {
+    engram_baselines::rag::DEFAULT_K
 }
 fn bm25() -> String {
     "bm25".into()
 }
 fn minilm() -> String {
-    "all-minilm-l6-v2".into()
-}
-
-/// How questions are answered (`[answer]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AnswerSpec {
-    /// Questions per generation batch.
-    #[serde(default = "eight")]
-    pub batch_size: usize,
-    /// Most new tokens per answer.
-    #[serde(default = "thirty_two")]
-    pub max_new_tokens: usize,
-}
-
-fn eight() -> usize {
-    8
-}
-fn thirty_two() -> usize {
-    32
-}
-
-impl Default for AnswerSpec {
-    fn default() -> Self {
-        Self {
-            batch_size: 8,
-            max_new_tokens: 32,
-        }
-    }
+    engram_baselines::rag::DEFAULT_ENCODER.into()
 }
 
 /// A loaded experiment: its own settings and its resolved presets (overrides applied).
@@ -179,20 +152,8 @@ pub struct Experiment {
     pub facts: FactsSpec,
     /// The methods.
     pub methods: MethodsSpec,
-    /// Answering.
-    pub answer: AnswerSpec,
-}
-
-/// Parses `text` (the contents of `path`) as `T`, naming the file in any error.
-fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
-    toml::from_str(text).map_err(|e| ExperimentError::Config {
-        path: path.to_path_buf(),
-        message: e.to_string().trim_end().to_string(),
-    })
-}
-
-fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(ExperimentError::io(path))
+    /// Answering (batch size, token limit).
+    pub answer: AnswerConfig,
 }
 
 /// The `configs/` directory that belongs to an experiment file: `../configs` beside its
@@ -311,11 +272,9 @@ impl Experiment {
         if m.rag && m.rag_k == 0 {
             return Err(self.bad("methods.rag_k must be ≥ 1".into()));
         }
-        if self.answer.batch_size == 0 || self.training.batch_size == 0 {
+        if self.answer.batch_size == 0 || self.training.train.batch_size == 0 {
             return Err(self.bad("batch sizes must be ≥ 1".into()));
         }
-        engram_model::LoraTarget::parse_list(&self.training.targets)
-            .map_err(|e| self.bad(format!("training targets: {e}")))?;
         Ok(())
     }
 
@@ -333,9 +292,12 @@ impl Experiment {
         self.path.parent().unwrap_or(Path::new(".")).join(p)
     }
 
-    /// A path from the judge preset's directory.
-    pub fn relative_to_judge(&self, p: &str) -> PathBuf {
-        self.judge_file.parent().unwrap_or(Path::new(".")).join(p)
+    /// The judge preset's directory (its relative paths start there).
+    pub fn judge_dir(&self) -> PathBuf {
+        self.judge_file
+            .parent()
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
     }
 }
 

@@ -1,12 +1,17 @@
-//! Experiments: config presets and sweep files, EnronQA fact sets, the resumable sweep runner,
-//! and the rendered memorization table (EnronQA Table 5's layout).
+//! Experiments: from an experiment file to the memorization table.
 //!
-//! - [`experiment`]: experiment files (TOML) that name presets ([`presets`]) and override them;
-//!   unknown keys are errors that name the key and the file.
-//! - [`enronqa`]: the EnronQA parquet files (hub download at a pinned revision) → facts.
-//! - [`cells`]: facts × methods, ids and `--only` selection; [`estimate`]: `--dry-run` figures.
-//! - [`sweep`]: runs cells, one atomic [`record`] per cell; reruns resume.
-//! - [`table`], [`plot`], [`per_fact`], [`render`]: Markdown/CSV table, SVG plot, per-fact view.
+//! Start here — the path of one cell:
+//! 1. [`experiment`] reads `experiments/NAME.toml` and resolves the presets it names
+//!    ([`presets`]: model, training, judge), overrides applied, unknown keys named;
+//! 2. [`facts`] loads the fact pool (JSONL, or EnronQA's parquet files via [`enronqa`]) and
+//!    draws the nested samples of every size;
+//! 3. [`plan`] lists the selected [`cells`] (facts × method) with the configuration hash that
+//!    decides each one and its state in the results directory (`--dry-run` adds
+//!    [`estimate`]s to the same plan);
+//! 4. [`sweep`] runs every cell not done — answers by its method through
+//!    `engram_baselines::answer_by` (LoRA trains first), judges them — into one atomic
+//!    [`record`] per cell;
+//! 5. [`render`] turns the records into the [`table`], the [`plot`] and the [`per_fact`] view.
 
 pub mod cells;
 pub mod dry_run;
@@ -14,7 +19,9 @@ pub mod enronqa;
 pub mod error;
 pub mod estimate;
 pub mod experiment;
+pub mod facts;
 pub mod per_fact;
+pub mod plan;
 pub mod plot;
 pub mod presets;
 pub mod record;
@@ -25,7 +32,8 @@ pub mod table;
 pub use cells::{Cell, Method};
 pub use error::{ExperimentError, Result};
 pub use experiment::{Experiment, default_configs_dir};
+pub use plan::{CellState, PlannedCell, plan};
 pub use presets::{JudgePreset, ModelPreset, TrainingPreset};
-pub use record::{CellRecord, CellStatus, ResultsDir};
+pub use record::{CellMetrics, CellRecord, CellStatus, ResultsDir};
 pub use sweep::{SweepOptions, SweepReport, run_sweep};
 pub use table::{Reference, Table};

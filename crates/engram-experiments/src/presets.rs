@@ -1,9 +1,22 @@
 //! Presets: the model, training and judge settings that experiments name (`configs/models/`,
 //! `configs/training/`, `configs/judges/`). Every table rejects keys it does not know.
+//!
+//! A training preset is the adapter settings ([`LoraSettings`]) and the trainer settings
+//! ([`TrainConfig`]) side by side, plus what a sweep does with the adapters afterwards; the
+//! defaults of both live in those types, not here. The judge preset lives with the judges
+//! ([`JudgePreset`]).
+
+use std::path::Path;
 
 use engram_lora::TrainConfig;
-use engram_model::{LoraConfig, LoraTarget, ModelError};
+use engram_model::{LoraConfig, LoraSettings};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use engram_judge::JudgePreset;
+
+use crate::error::{ExperimentError, Result};
 
 /// A model preset (`configs/models/NAME.toml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,166 +42,143 @@ fn default_dtype() -> String {
     "f32".into()
 }
 
-/// A training preset (`configs/training/NAME.toml`): the LoRA setup and the trainer. Defaults
-/// are EnronQA §6's: alpha = 4 × rank, dropout 0.05, every linear layer, 10 epochs, lr 1e-4.
+/// A training preset (`configs/training/NAME.toml`): the LoRA keys of [`LoraSettings`] and the
+/// trainer keys of [`TrainConfig`] in one table (its `seed` also seeds the adapters'
+/// initialization), and `keep_adapters`. Keys left out take those types' defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainingPreset {
-    /// lora_alpha = alpha_per_rank × rank.
-    #[serde(default = "four")]
-    pub alpha_per_rank: f64,
-    /// Dropout on the adapter input.
-    #[serde(default = "dropout")]
-    pub dropout: f64,
-    /// rsLoRA scaling (alpha / √r).
-    #[serde(default)]
-    pub rslora: bool,
-    /// Adapted modules.
-    #[serde(default = "all_targets")]
-    pub targets: Vec<String>,
-    /// Adapted layers (default all).
-    #[serde(default)]
-    pub layers: Option<Vec<usize>>,
-    /// Epochs.
-    #[serde(default = "ten")]
-    pub epochs: usize,
-    /// Peak learning rate.
-    #[serde(default = "lr")]
-    pub lr: f64,
-    /// Examples per micro-batch.
-    #[serde(default = "eight")]
-    pub batch_size: usize,
-    /// Micro-batches per optimizer step.
-    #[serde(default = "one")]
-    pub grad_accum: usize,
-    /// Linear warm-up in epochs.
-    #[serde(default = "one_f")]
-    pub warmup_epochs: f64,
-    /// Linear decay to 0 after warm-up (false: constant).
-    #[serde(default = "yes")]
-    pub decay: bool,
-    /// AdamW weight decay.
-    #[serde(default)]
-    pub weight_decay: f64,
-    /// Global gradient-norm clip.
-    #[serde(default)]
-    pub max_grad_norm: Option<f64>,
-    /// Seed of adapter init, batch order and dropout.
-    #[serde(default)]
-    pub seed: u64,
-    /// Longest training example in tokens (default: the model's window).
-    #[serde(default)]
-    pub max_len: Option<usize>,
+    /// Adapter settings (`alpha_per_rank`, `dropout`, `rslora`, `targets`, `layers`).
+    #[serde(flatten)]
+    pub lora: LoraSettings,
+    /// Trainer settings (`epochs`, `lr`, `batch_size`, …, `max_grad_norm`, `seed`).
+    #[serde(flatten)]
+    pub train: TrainConfig,
     /// Keep each LoRA cell's adapter under `work/` after the cell is done (its optimizer
     /// checkpoints are always removed then).
     #[serde(default = "yes")]
     pub keep_adapters: bool,
 }
 
-impl TrainingPreset {
-    /// The adapter settings for `rank` (alpha = `alpha_per_rank` × rank; the seed also seeds the
-    /// adapter's initialization). Fails on an unknown target module.
-    pub fn lora_config(&self, rank: usize) -> Result<LoraConfig, ModelError> {
-        Ok(LoraConfig::new(rank)
-            .with_alpha(self.alpha_per_rank * rank as f64)
-            .with_dropout(self.dropout)
-            .with_rslora(self.rslora)
-            .with_targets(LoraTarget::parse_list(&self.targets)?)
-            .with_layers(self.layers.clone())
-            .with_init_seed(self.seed))
-    }
-
-    /// The trainer settings: per-epoch checkpoints (the newest kept), a progress bar, no
-    /// progress group.
-    pub fn train_config(&self) -> TrainConfig {
-        TrainConfig {
-            epochs: self.epochs,
-            lr: self.lr,
-            batch_size: self.batch_size,
-            grad_accum: self.grad_accum,
-            warmup_epochs: self.warmup_epochs,
-            decay: self.decay,
-            weight_decay: self.weight_decay,
-            max_grad_norm: self.max_grad_norm,
-            seed: self.seed,
-            max_len: self.max_len,
-            ..TrainConfig::default()
-        }
-    }
-}
-
-fn four() -> f64 {
-    4.0
-}
-fn dropout() -> f64 {
-    0.05
-}
-fn all_targets() -> Vec<String> {
-    engram_model::LoraTarget::ALL
-        .iter()
-        .map(|t| t.name().to_string())
-        .collect()
-}
-fn ten() -> usize {
-    10
-}
-fn lr() -> f64 {
-    1e-4
-}
-fn eight() -> usize {
-    8
-}
-fn one() -> usize {
-    1
-}
-fn one_f() -> f64 {
-    1.0
-}
 fn yes() -> bool {
     true
 }
 
-/// A judge preset (`configs/judges/NAME.toml`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum JudgePreset {
-    /// Offline: normalized exact match.
-    ExactMatch,
-    /// Offline: token F1 against the gold answer at or above `threshold`.
-    TokenF1 {
-        /// Smallest F1 that counts as correct.
-        #[serde(default = "half")]
-        threshold: f64,
-    },
-    /// Offline: the answer contains at least `threshold` of the gold answer's tokens.
-    GoldRecall {
-        /// Smallest share of gold tokens (1.0: all of them).
-        #[serde(default = "one_f")]
-        threshold: f64,
-    },
-    /// An LLM behind an OpenAI-compatible endpoint (EnronQA: Llama-3.1-70B-Instruct).
-    Openai {
-        /// Base URL, e.g. `http://localhost:8000/v1`.
-        base_url: String,
-        /// The judge model.
-        model: String,
-        /// Environment variable holding the API key (the key itself never appears in files).
-        #[serde(default)]
-        api_key_env: Option<String>,
-        /// The judge prompt (relative to the preset file).
-        prompt: String,
-        /// The persistent judge cache (default: `judge-cache.jsonl` in the results directory).
-        #[serde(default)]
-        cache: Option<String>,
-        /// Requests in flight.
-        #[serde(default = "four_usize")]
-        concurrency: usize,
-    },
+impl Default for TrainingPreset {
+    /// The defaults of [`LoraSettings`] and [`TrainConfig`] (EnronQA §6); adapters kept.
+    fn default() -> Self {
+        Self {
+            lora: LoraSettings::default(),
+            train: TrainConfig::default(),
+            keep_adapters: true,
+        }
+    }
 }
 
-fn half() -> f64 {
-    0.5
+impl TrainingPreset {
+    /// Reads a preset file, naming it (and the key) in any error.
+    pub fn load(path: &Path) -> Result<Self> {
+        parse_file(path)
+    }
+
+    /// The adapter settings at `rank` (alpha = `alpha_per_rank` × rank; the preset's seed also
+    /// seeds the adapter's initialization).
+    pub fn lora_config(&self, rank: usize) -> LoraConfig {
+        self.lora.at_rank(rank, self.train.seed)
+    }
+
+    /// The settings that decide a LoRA cell's outcome, in a fixed key order (a cell's config
+    /// hash covers them): everything but how checkpoints and adapters are kept.
+    pub fn outcome_settings(&self) -> Value {
+        let mut v = serde_json::to_value(self).expect("training preset serializes");
+        let o = v.as_object_mut().expect("object");
+        for k in ["checkpoints", "keep_checkpoints", "keep_adapters"] {
+            o.remove(k);
+        }
+        v
+    }
 }
-fn four_usize() -> usize {
-    4
+
+/// Parses `text` (the contents of `path`) as `T`, naming the file in any error.
+pub(crate) fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
+    toml::from_str(text).map_err(|e| ExperimentError::Config {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })
+}
+
+/// Reads `path`, naming it in any error.
+pub(crate) fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(ExperimentError::io(path))
+}
+
+/// Reads and parses a preset file.
+pub(crate) fn parse_file<T: DeserializeOwned>(path: &Path) -> Result<T> {
+    parse(path, &read(path)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_training_preset_is_the_default_setup() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/training/enronqa-lora.toml");
+        assert_eq!(
+            TrainingPreset::load(&path).unwrap(),
+            TrainingPreset::default()
+        );
+    }
+
+    #[test]
+    fn a_partial_preset_takes_the_defaults_and_unknown_keys_are_named() {
+        let p = Path::new("t.toml");
+        let t: TrainingPreset = parse(p, "epochs = 3\ndropout = 0.1\nseed = 7\n").unwrap();
+        assert_eq!(t.train.epochs, 3);
+        assert_eq!(t.train.lr, 1e-4);
+        assert_eq!(t.train.max_grad_norm, Some(1.0));
+        assert_eq!(t.lora.dropout, 0.1);
+        assert_eq!(t.lora_config(8).alpha, 32.0);
+        assert_eq!(t.lora_config(8).init_seed, 7);
+        let e = parse::<TrainingPreset>(p, "epochs = 3\nlearnig_rate = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.toml") && e.contains("learnig_rate"), "{e}");
+        let e = parse::<TrainingPreset>(p, "targets = [\"lm_head\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.toml") && e.contains("lm_head"), "{e}");
+    }
+
+    #[test]
+    fn outcome_settings_keep_the_order_records_were_hashed_with() {
+        let keys: Vec<String> = TrainingPreset::default()
+            .outcome_settings()
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "alpha_per_rank",
+                "dropout",
+                "rslora",
+                "targets",
+                "layers",
+                "epochs",
+                "lr",
+                "batch_size",
+                "grad_accum",
+                "warmup_epochs",
+                "decay",
+                "weight_decay",
+                "max_grad_norm",
+                "seed",
+                "max_len"
+            ]
+        );
+    }
 }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use engram_baselines::rag::RetrievalMetrics;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -62,6 +63,81 @@ pub struct Timings {
     pub total_s: f64,
 }
 
+/// The verdicts of a judged cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeCounts {
+    /// Answers judged correct.
+    pub correct: usize,
+    /// Answers that got a verdict.
+    #[serde(default)]
+    pub judged: usize,
+    /// The judge's name.
+    pub judge: String,
+}
+
+/// What a cell's method measured besides the verdicts (told apart by their keys, as records
+/// have always held them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MethodMetrics {
+    /// A LoRA cell's training.
+    Lora {
+        /// Mean loss of the last epoch.
+        final_loss: Option<f64>,
+        /// Epochs trained (before and after any resume).
+        epochs: usize,
+        /// Adapter parameters.
+        trainable_params: usize,
+        /// The epoch an interrupted run resumed after.
+        resumed_after_epoch: Option<usize>,
+    },
+    /// A long-context cell's prefill work.
+    LongContext {
+        /// Tokens of the shared prefix (prefilled once).
+        prefix_tokens: usize,
+        /// Prompt tokens prefilled in all.
+        prefill_tokens: usize,
+    },
+    /// A long-context cell whose facts do not fit.
+    NotApplicable {
+        /// Tokens the longest prompt needs.
+        needed_tokens: usize,
+        /// The window.
+        window: usize,
+    },
+    /// A RAG cell's retrieval quality.
+    Rag {
+        /// Recall/NDCG at 1, 5, 10, 100.
+        retrieval: Vec<RetrievalMetrics>,
+    },
+}
+
+/// A cell's figures (a record's `metrics`): the verdict counts when it was judged, and its
+/// method's own figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CellMetrics {
+    /// Correct, judged, judge.
+    #[serde(flatten)]
+    pub judged: Option<JudgeCounts>,
+    /// Training, prefill or retrieval figures.
+    #[serde(flatten)]
+    pub method: Option<MethodMetrics>,
+}
+
+/// The software that made a record.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Versions {
+    /// engram's version.
+    pub engram: String,
+    /// Burn's version.
+    pub burn: String,
+    /// The compute backend.
+    pub backend: String,
+    /// The judge, once one was built.
+    pub judge: Option<String>,
+}
+
 /// A cell's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellRecord {
@@ -86,13 +162,13 @@ pub struct CellRecord {
     /// Questions judged correct / questions (`None` unless done).
     pub accuracy: Option<f64>,
     /// Further figures (correct, judged, train loss, retrieval recall, prompt tokens …).
-    pub metrics: Value,
+    pub metrics: CellMetrics,
     /// Every question.
     pub questions: Vec<QuestionRecord>,
     /// Stage timings.
     pub timings: Timings,
     /// engram, Burn and judge versions.
-    pub versions: Value,
+    pub versions: Versions,
     /// When the record was written (seconds since the Unix epoch).
     pub finished_unix: u64,
 }
@@ -153,10 +229,7 @@ impl ResultsDir {
     pub fn write(&self, rec: &CellRecord) -> Result<()> {
         let path = self.record_path(&rec.cell_id);
         let bytes = serde_json::to_vec_pretty(rec).expect("records serialize");
-        engram_lora::atomic::write_file(&path, &bytes).map_err(|e| ExperimentError::Io {
-            path: path.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })
+        Ok(engram_io::write_file(&path, &bytes)?)
     }
 
     /// Every record under `cells/` (sorted by file name), and the corrupt files with why.

@@ -3,9 +3,18 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{ExperimentError, Result};
+use crate::error::Result;
 use crate::record::ResultsDir;
 use crate::table::{Reference, Table};
+
+/// The files [`render_dir`] writes, in order.
+pub const VIEW_FILES: [&str; 5] = [
+    "table.md",
+    "table.csv",
+    "plot.svg",
+    "per_fact.md",
+    "per_fact.csv",
+];
 
 /// What [`render_dir`] wrote and found.
 #[derive(Debug, Clone)]
@@ -26,22 +35,17 @@ pub fn render_dir(dir: &Path, compare: Option<&Reference>) -> Result<Rendered> {
     let (records, corrupt) = results.read_all()?;
     let table = Table::from_records(&records);
     let markdown = table.markdown(compare);
-    let outputs = [
-        ("table.md", markdown.clone()),
-        ("table.csv", table.csv()),
-        ("plot.svg", crate::plot::svg(&table)),
-        ("per_fact.md", crate::per_fact::markdown(&records)),
-        ("per_fact.csv", crate::per_fact::csv(&records)),
+    let texts = [
+        markdown.clone(),
+        table.csv(),
+        crate::plot::svg(&table),
+        crate::per_fact::markdown(&records),
+        crate::per_fact::csv(&records),
     ];
     let mut files = Vec::new();
-    for (name, text) in outputs {
+    for (name, text) in VIEW_FILES.into_iter().zip(texts) {
         let path = dir.join(name);
-        engram_lora::atomic::write_file(&path, text.as_bytes()).map_err(|e| {
-            ExperimentError::Io {
-                path: path.clone(),
-                source: std::io::Error::other(e.to_string()),
-            }
-        })?;
+        engram_io::write_file(&path, text.as_bytes())?;
         files.push(path);
     }
     Ok(Rendered {

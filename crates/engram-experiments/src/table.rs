@@ -54,8 +54,8 @@ impl Table {
             sizes.insert(r.cell.facts);
             methods.insert(r.cell.method);
             names.insert(r.experiment.clone());
-            if let Some(j) = r.metrics.get("judge").and_then(|j| j.as_str()) {
-                judges.insert(j.to_string());
+            if let Some(j) = &r.metrics.judged {
+                judges.insert(j.judge.clone());
             }
             let e = match r.status {
                 CellStatus::Done => {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use engram_experiments::cells::expand;
-use engram_experiments::sweep::{load_pool, samples};
+use engram_experiments::facts::{load_pool, samples};
 use engram_experiments::{Experiment, ExperimentError, default_configs_dir};
 
 fn repo() -> PathBuf {
@@ -17,16 +17,19 @@ fn shipped_experiments_load() {
     let exp = Experiment::load(&table5, &default_configs_dir(&table5)).unwrap();
     assert_eq!(exp.name, "enronqa-table5");
     assert_eq!(exp.model.source, "meta-llama/Llama-3.1-8B-Instruct");
-    assert_eq!(exp.training.lr, 1e-4);
-    assert_eq!(exp.training.alpha_per_rank, 4.0);
-    assert_eq!(exp.training.targets.len(), 7);
+    assert_eq!(exp.training.train.lr, 1e-4);
+    assert_eq!(exp.training.lora.alpha_per_rank, 4.0);
+    assert_eq!(exp.training.lora.targets.len(), 7);
     // 7 fact counts × (long context + RAG + 9 ranks), as Table 5.
     assert_eq!(expand(&exp).len(), 77);
 
     let smoke = repo().join("experiments/smoke.toml");
     let exp = Experiment::load(&smoke, &default_configs_dir(&smoke)).unwrap();
-    assert_eq!(exp.training.lr, 2e-3, "[override.training] applies");
-    assert_eq!(exp.training.epochs, 10, "the preset's other keys stay");
+    assert_eq!(exp.training.train.lr, 2e-3, "[override.training] applies");
+    assert_eq!(
+        exp.training.train.epochs, 10,
+        "the preset's other keys stay"
+    );
     let (pool, _) = load_pool(&exp).unwrap();
     let s = samples(&exp, &pool, "smoke").unwrap();
     assert_eq!(s.keys().copied().collect::<Vec<_>>(), vec![10, 20, 40]);
@@ -75,8 +78,8 @@ fn a_minimal_experiment_loads_with_defaults() {
     let t = Tree::new();
     let exp = t.experiment("").unwrap();
     assert_eq!(exp.name, "x");
-    assert_eq!(exp.training.epochs, 3);
-    assert_eq!(exp.training.lr, 1e-4, "default from the paper");
+    assert_eq!(exp.training.train.epochs, 3);
+    assert_eq!(exp.training.train.lr, 1e-4, "default from the paper");
     assert_eq!(exp.backend, "cpu");
 }
 

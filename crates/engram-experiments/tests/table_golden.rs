@@ -4,9 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use engram_experiments::record::{QuestionRecord, Timings};
+use engram_experiments::record::{JudgeCounts, QuestionRecord, Timings, Versions};
 use engram_experiments::render::render_dir;
-use engram_experiments::{Cell, CellRecord, CellStatus, Method, Reference, ResultsDir, Table};
+use engram_experiments::{
+    Cell, CellMetrics, CellRecord, CellStatus, Method, Reference, ResultsDir, Table,
+};
 use serde_json::json;
 
 fn golden(name: &str, text: &str) {
@@ -55,10 +57,17 @@ fn record(
         status,
         error: None,
         accuracy: (status == CellStatus::Done).then(|| correct as f64 / n as f64),
-        metrics: json!({"judge": "offline:token-f1>=0.5", "correct": correct}),
+        metrics: CellMetrics {
+            judged: Some(JudgeCounts {
+                correct,
+                judged: questions.len(),
+                judge: "offline:token-f1>=0.5".into(),
+            }),
+            method: None,
+        },
         questions,
         timings: Timings::default(),
-        versions: json!({}),
+        versions: Versions::default(),
         finished_unix: 0,
     }
 }
@@ -129,13 +138,7 @@ fn corrupt_records_are_reported_and_not_used() {
     assert!(r.corrupt.iter().any(|c| c.contains("n10-lora-r999.json")));
     assert!(!r.table.entries.contains_key(&(10, Method::Rag)));
     assert!(r.markdown.contains("| 10 | 0.800 | – |"), "{}", r.markdown);
-    for f in [
-        "table.md",
-        "table.csv",
-        "plot.svg",
-        "per_fact.md",
-        "per_fact.csv",
-    ] {
+    for f in engram_experiments::render::VIEW_FILES {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
 }

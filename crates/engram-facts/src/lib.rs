@@ -1,9 +1,10 @@
 //! Fact sets: question → answer pairs that a model should memorize or retrieve.
 //!
-//! A fact file is JSONL, one object per line:
-//! `{"id": "...", "question": "...", "rephrased_question": "...", "answer": "..."}`
-//! (`id` optional: `line-N` by default; `source`, the document the fact came from, optional).
-//! Training uses the rephrased question, evaluation the original one (EnronQA §6).
+//! Start here: [`read_facts`] reads a fact file — JSONL, one object per line,
+//! `{"id": "...", "question": "...", "rephrased_question": "...", "answer": "..."}` (`id`
+//! optional: `line-N` by default; `source`, the document the fact came from, optional) — with
+//! line-numbered errors; [`nested_samples`] draws the seed-determined samples a sweep's fact
+//! counts use. Training uses the rephrased question, evaluation the original one (EnronQA §6).
 
 pub mod error;
 pub mod fact;

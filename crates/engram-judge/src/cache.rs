@@ -24,7 +24,8 @@ pub struct CacheEntry {
 
 /// The cache file, loaded into memory and appended to.
 pub struct JudgeCache {
-    path: PathBuf,
+    /// The file.
+    pub path: PathBuf,
     entries: Mutex<HashMap<String, String>>,
     file: Mutex<std::fs::File>,
     /// Lines that could not be read when the cache was opened.

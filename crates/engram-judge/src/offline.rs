@@ -103,7 +103,14 @@ fn score_each(
         .collect()
 }
 
-/// Correct when the normalized answer equals the normalized gold answer.
+/// engram's one exact-match rule: the answers are equal after [`normalize`] (SQuAD's: case,
+/// punctuation, articles and spacing ignored). The exact-match judge and `engram train --eval`
+/// both use it.
+pub fn exact_match(answer: &str, gold: &str) -> bool {
+    normalize(answer) == normalize(gold)
+}
+
+/// Correct when the normalized answer equals the normalized gold answer ([`exact_match`]).
 pub struct ExactMatchJudge;
 
 impl Judge for ExactMatchJudge {
@@ -113,7 +120,7 @@ impl Judge for ExactMatchJudge {
 
     fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>> {
         Ok(score_each(items, self.name(), |a, gold| {
-            let ok = normalize(a) == normalize(gold);
+            let ok = exact_match(a, gold);
             (ok, if ok { "1" } else { "0" }.into())
         }))
     }

@@ -48,7 +48,7 @@ impl OpenAiJudgeConfig {
             base_url: base_url.into(),
             model: model.into(),
             api_key_env: None,
-            concurrency: 4,
+            concurrency: crate::preset::DEFAULT_CONCURRENCY,
             max_retries: 5,
             backoff: Duration::from_secs(1),
             timeout: Duration::from_secs(60),
@@ -180,6 +180,16 @@ impl OpenAiJudge {
 impl Judge for OpenAiJudge {
     fn name(&self) -> String {
         format!("openai:{}", self.cfg.model)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        match self.cache.corrupt_lines {
+            0 => Vec::new(),
+            n => vec![format!(
+                "{}: {n} corrupt lines skipped (they will be asked again)",
+                self.cache.path.display()
+            )],
+        }
     }
 
     fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>> {

@@ -60,4 +60,9 @@ pub trait Judge {
     fn name(&self) -> String;
     /// Judges `items`, one verdict each, in order.
     fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>>;
+    /// Things worth telling the user about this judge before it runs (a cache with corrupt
+    /// lines, say); none by default.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

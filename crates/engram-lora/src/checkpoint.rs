@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use burn::optim::ModuleOptimizer;
 use serde::{Deserialize, Serialize};
 
-use crate::atomic;
 use crate::error::{LoraError, Result};
 use crate::peft::{PeftAdapter, load_adapter};
-use crate::trainer::EpochRecord;
+use crate::record::EpochRecord;
+use engram_io as atomic;
 
 /// The trainer's counters at the end of an epoch.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

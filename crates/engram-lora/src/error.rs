@@ -17,6 +17,9 @@ pub enum LoraError {
     /// From reading facts.
     #[error(transparent)]
     Facts(#[from] engram_facts::FactsError),
+    /// A file could not be written (atomically).
+    #[error(transparent)]
+    Write(#[from] engram_io::AtomicError),
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {

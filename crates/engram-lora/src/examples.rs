@@ -3,7 +3,8 @@
 //! end-of-turn token. Loss falls on the answer and that end token only.
 
 use engram_facts::Fact;
-use engram_tokenizer::{ChatTokenizer, Message};
+use engram_model::question_prompt;
+use engram_tokenizer::ChatTokenizer;
 
 use crate::error::{LoraError, Result};
 
@@ -23,12 +24,6 @@ impl TrainExample {
     pub fn label_count(&self) -> usize {
         self.ids.len() - self.prompt_len
     }
-}
-
-/// The chat prompt (generation header open) of one question, as the model sees it both in
-/// training and when answering.
-pub fn question_prompt(tokenizer: &ChatTokenizer, question: &str) -> Result<Vec<u32>> {
-    Ok(tokenizer.encode_chat_prompt(&[Message::user(question)])?)
 }
 
 /// Tokenizes `facts` for training. `window` is the longest example allowed (the model's

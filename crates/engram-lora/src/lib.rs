@@ -1,25 +1,30 @@
-//! LoRA memorization on engram's Llama: the trainer (TOFU / EnronQA conventions), per-epoch
-//! checkpoints with exact resume, PEFT-format adapter export and import, merging into an HF
-//! checkpoint, and batched greedy answers for evaluation.
+//! LoRA memorization on engram's Llama.
+//!
+//! Start here: a [`Trainer`] takes a model, a [`engram_model::LoraConfig`] and a
+//! [`TrainConfig`] (whose `Default` is the one home of the training defaults, EnronQA §6's) and
+//! trains adapters on facts — [`examples`] turns facts into chat-formatted examples, [`batches`]
+//! orders them, [`step`] computes one optimizer step, [`checkpoint`] saves every epoch so that
+//! `--resume` ends on the same adapter. [`peft`] writes and reads PEFT's adapter layout;
+//! [`merge`] folds an adapter into its base as an HF checkpoint. Answering with the trained
+//! model is [`engram_model::answer`]'s job.
 
-pub mod atomic;
 pub mod batches;
 pub mod checkpoint;
+pub mod config;
 pub mod error;
-pub mod eval;
 pub mod examples;
 pub mod loss;
 pub mod merge;
 pub mod peft;
+pub mod record;
 pub mod schedule;
+pub mod step;
 pub mod trainer;
 
+pub use config::TrainConfig;
 pub use error::{LoraError, Result};
-pub use eval::{
-    Answer, AnswerConfig, answer_prompts, answer_questions, answers_from, exact_match,
-    normalize_answer,
-};
 pub use examples::{TrainExample, build_examples};
 pub use merge::merge_to_hf;
 pub use peft::{PeftAdapter, load_adapter, save_adapter};
-pub use trainer::{EpochRecord, TrainConfig, TrainOutcome, TrainRecord, Trainer};
+pub use record::{EpochRecord, TrainRecord};
+pub use trainer::{TrainOutcome, Trainer};

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::{DType, Tensor, TensorData};
-use engram_checkpoint::{SafetensorsCheckpoint, TensorSource};
+use engram_checkpoint::hf_writer::safetensors_bytes;
+use engram_checkpoint::{HostTensor, SafetensorsCheckpoint, TensorSource};
 use engram_model::{Llama, LoraAdapter, LoraConfig, LoraTarget};
 use serde_json::{Value, json};
 
-use crate::atomic;
 use crate::error::{LoraError, Result};
 
 /// The weights file of an adapter directory.
@@ -142,40 +142,22 @@ impl PeftAdapter {
     /// needed), each atomically.
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(LoraError::io(dir))?;
-        let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+        let mut tensors = Vec::with_capacity(2 * self.factors.len());
         for f in &self.factors {
-            let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
             tensors.push((
                 key(f.layer, f.target, "A"),
-                vec![f.rank, f.d_in],
-                bytes(&f.a),
+                HostTensor::from_f32(vec![f.rank, f.d_in], &f.a),
             ));
             tensors.push((
                 key(f.layer, f.target, "B"),
-                vec![f.d_out, f.rank],
-                bytes(&f.b),
+                HostTensor::from_f32(vec![f.d_out, f.rank], &f.b),
             ));
         }
-        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
-            .iter()
-            .map(|(k, shape, bytes)| {
-                let view = safetensors::tensor::TensorView::new(
-                    safetensors::Dtype::F32,
-                    shape.clone(),
-                    bytes,
-                )
-                .expect("consistent sizes");
-                (k.clone(), view)
-            })
-            .collect();
-        let mut meta = std::collections::HashMap::new();
-        meta.insert("format".to_string(), "pt".to_string());
         let weights = dir.join(ADAPTER_WEIGHTS);
-        let bytes = safetensors::serialize(views, Some(meta))
-            .map_err(|e| LoraError::adapter(&weights, e.to_string()))?;
-        atomic::write_file(&weights, &bytes)?;
+        let bytes = safetensors_bytes(&tensors, &weights)?;
+        engram_io::write_file(&weights, &bytes)?;
         let config = serde_json::to_vec_pretty(&self.config_json()).expect("json");
-        atomic::write_file(&dir.join(ADAPTER_CONFIG), &config)
+        Ok(engram_io::write_file(&dir.join(ADAPTER_CONFIG), &config)?)
     }
 
     /// Attaches these factors to `model` (base frozen, any adapters already attached replaced),

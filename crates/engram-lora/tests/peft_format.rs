@@ -1,12 +1,10 @@
 //! PEFT's adapter format: adapters made by PEFT give PEFT's logits; export → import is
 //! bit-identical; an exported adapter loads in PEFT itself (when a peer Python is available).
 
-mod common;
-
-use common::{Reference, fixtures, max_abs_diff, tiny};
 use engram_lora::peft::{ADAPTER_CONFIG, ADAPTER_WEIGHTS};
 use engram_lora::{load_adapter, save_adapter};
 use engram_model::{LoraConfig, LoraTarget};
+use engram_testkit::{Reference, fixtures, max_abs_diff, tiny};
 
 fn logits(model: &engram_model::Llama, ids: &[u32]) -> Vec<f32> {
     model
@@ -113,7 +111,7 @@ fn merge_writes_an_hf_checkpoint_with_the_adapter_folded_in() {
     let out = dir.path().join("merged");
     // A small shard limit forces several shards and an index.
     let shards = engram_lora::merge_to_hf(
-        &common::tiny_ckpt(),
+        &engram_testkit::tiny_ckpt(),
         Some(&adapter),
         &out,
         400_000,
@@ -135,7 +133,7 @@ fn merge_writes_an_hf_checkpoint_with_the_adapter_folded_in() {
     assert!(d < 1e-4, "{d}");
     // A non-empty destination is refused rather than overwritten.
     let e = engram_lora::merge_to_hf(
-        &common::tiny_ckpt(),
+        &engram_testkit::tiny_ckpt(),
         Some(&adapter),
         &out,
         400_000,

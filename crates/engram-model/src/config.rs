@@ -348,10 +348,10 @@ mod tests {
     fn real_llama_31_config_parses() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/models/llama-3.1-8b-instruct-tokenizer/config.json"
+            "/../../configs/models/llama-3.1-8b-instruct.config.json"
         );
         let Ok(text) = std::fs::read_to_string(path) else {
-            panic!("{path} missing: the shared model files are needed for this test");
+            panic!("{path} missing: the repository ships it beside the model preset");
         };
         let c = LlamaConfig::from_hf_json(&serde_json::from_str(&text).unwrap(), path).unwrap();
         assert_eq!(c.num_hidden_layers, 32);

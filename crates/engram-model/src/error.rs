@@ -40,6 +40,15 @@ pub enum ModelError {
         /// Shape the config implies.
         expected: Vec<usize>,
     },
+    /// Building the tokenizer or encoding a prompt failed.
+    #[error(transparent)]
+    Tokenizer(#[from] engram_tokenizer::TokenizerError),
+    /// A weight dtype engram does not know.
+    #[error("unknown weight dtype `{name}` (f32, bf16, f16)")]
+    UnknownDtype {
+        /// What was asked for.
+        name: String,
+    },
     /// A backend name that is not compiled in or does not exist.
     #[error("unknown backend `{name}`: {hint}")]
     UnknownBackend {

@@ -1,10 +1,15 @@
 //! engram's Llama-family decoder in Burn, with transformers-exact numerics.
 //!
-//! The backend is chosen at run time through a [`burn::tensor::Device`] (see [`device`]); the
-//! model code is the same for the CPU (`flex`), `wgpu` and `cuda`. HF checkpoints are used as
-//! stored: q/k rows stay in HF's rotate-half layout and RoPE is applied in that form, so weights
-//! (and later LoRA factors) need no permutation in either direction.
+//! Start here: a [`Session`] loads a checkpoint onto a device (the backend chosen at run time,
+//! see [`device`]) with its tokenizer; [`generate`] decodes batches with a KV cache;
+//! [`answer`] turns questions into greedy answers (every method of the table ends there). The
+//! model itself: [`llama`] (embeddings, [`block`]s of [`attention`] and [`mlp`], [`norm`],
+//! [`rope`]), loaded by [`load`]. LoRA: the adapter layer in [`lora`], attached to a model by
+//! [`adapters`]. HF checkpoints are used as stored: q/k rows stay in HF's rotate-half layout
+//! and RoPE is applied in that form, so weights and LoRA factors need no permutation.
 
+pub mod adapters;
+pub mod answer;
 pub mod attention;
 pub mod block;
 pub mod config;
@@ -22,7 +27,11 @@ pub mod mlp;
 pub mod norm;
 pub mod rope;
 pub mod sampling;
+pub mod session;
 
+pub use answer::{
+    Answer, AnswerConfig, answer_prompts, answer_questions, answers_from, question_prompt,
+};
 pub use burn;
 pub use config::{LlamaConfig, RopeScaling};
 pub use device::{available_backends, device_from_name};
@@ -31,5 +40,6 @@ pub use generate::{Generation, GenerationConfig, generate, generate_after_prefix
 pub use kv_cache::KvCache;
 pub use llama::Llama;
 pub use load::WeightDType;
-pub use lora::{LoraAdapter, LoraConfig, LoraTarget};
+pub use lora::{LoraAdapter, LoraConfig, LoraSettings, LoraTarget};
 pub use sampling::Sampling;
+pub use session::{Session, SessionSpec};

@@ -1,13 +1,11 @@
 //! Bad input gets a clear error naming the file, tensor or key — never a panic.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
-use common::*;
 use engram_checkpoint::Checkpoint;
 use engram_model::{Llama, WeightDType, device_from_name};
+use engram_testkit::*;
 
 fn copy_fixture(name: &str, tmp: &Path) -> PathBuf {
     let dst = tmp.join(name);

@@ -1,14 +1,12 @@
 //! Stored and computed float formats: F16 safetensors decode exactly; a model held in bf16 on the
 //! device stays close to f32.
 
-mod common;
-
 use std::path::Path;
 
 use burn::tensor::Device;
-use common::*;
 use engram_checkpoint::{Checkpoint, SafetensorsCheckpoint, TensorSource};
 use engram_model::{Llama, WeightDType};
+use engram_testkit::*;
 
 /// Writes `tiny-f32`'s weights rounded to f16, once as F16 and once as F32, beside its config and
 /// tokenizer.

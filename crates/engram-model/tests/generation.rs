@@ -1,10 +1,8 @@
 //! Generation: batched, left-padded prompts give the same tokens as one-by-one generation; stop
 //! ids end rows; sampling is seeded.
 
-mod common;
-
-use common::*;
 use engram_model::{GenerationConfig, Sampling, generate};
+use engram_testkit::*;
 
 fn prompts() -> Vec<Vec<u32>> {
     let reference = Reference::open(&fixture("tiny-f32").join("reference.safetensors"));

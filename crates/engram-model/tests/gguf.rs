@@ -3,14 +3,12 @@
 //! logits as the safetensors original; and SmolLM2-135M-Instruct's Q4_1 GGUF matches
 //! transformers' reading of the same file.
 
-mod common;
-
 use burn::tensor::Device;
-use common::*;
-use engram_checkpoint::gguf::llama::permute_rows;
+use engram_checkpoint::gguf::permute::permute_rows;
 use engram_checkpoint::gguf::{GgufValue, GgufWriter, WriterTensor};
 use engram_checkpoint::{Checkpoint, SafetensorsCheckpoint, TensorSource, model_store};
 use engram_model::{GenerationConfig, Llama, Sampling, WeightDType, generate};
+use engram_testkit::*;
 
 fn q8_0(values: &[f32]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -190,7 +188,7 @@ fn gguf_q8_0_tensors_dequantize_at_load() {
 fn smollm2_gguf_matches_transformers() {
     let path = model_store::find("smollm2-135m-instruct")
         .unwrap()
-        .ensure()
+        .ensure(&engram_io::Quiet)
         .expect("SmolLM2 fetch");
     let ckpt = Checkpoint::open(path.to_str().unwrap()).unwrap();
     let model = Llama::load(&ckpt, WeightDType::F32, &Device::flex()).unwrap();
@@ -205,7 +203,7 @@ fn smollm2_gguf_matches_transformers() {
     assert_eq!(prompt, ids, "chat prompt ids differ from transformers'");
     let got = logits(&model, &ids);
     let v = model.config.vocab_size;
-    let (_, want) = reference.f32("logits_last4");
+    let (_, want) = reference.shaped("logits_last4");
     let d = max_abs_diff(&got[got.len() - 4 * v..], &want);
     eprintln!("SmolLM2 GGUF: max |Δlogit| over the last 4 positions = {d:.3e}");
     assert!(d <= 5e-4, "max |Δlogit| {d:e}");

@@ -8,12 +8,10 @@
 //! On the plain CPU device attention runs Burn's fused (flash) op; on the autodiff device it
 //! runs the eager matmul/softmax path that training uses: both are checked.
 
-mod common;
-
 use burn::tensor::Device;
-use common::*;
 use engram_model::attention::fused_attention;
 use engram_model::{GenerationConfig, Sampling, generate};
+use engram_testkit::*;
 
 const CASES: [&str; 5] = [
     "bos_only",
@@ -34,7 +32,7 @@ fn check_model_on(name: &str, device: &Device) {
     let mut worst = 0f32;
     for case in CASES {
         let ids = reference.ids(&format!("input_ids_{case}"));
-        let (shape, want) = reference.f32(&format!("logits_{case}"));
+        let (shape, want) = reference.shaped(&format!("logits_{case}"));
         assert_eq!(shape, vec![ids.len(), model.config.vocab_size]);
         let got = logits(&model, &ids);
         let d = max_abs_diff(&got, &want);
@@ -81,7 +79,7 @@ fn llama3_rope_frequencies_match_transformers() {
     for name in ["tiny-f32", "tiny-bf16-tied"] {
         let model = load(name);
         let reference = Reference::open(&fixture(name).join("reference.safetensors"));
-        let (_, want) = reference.f32("rope_inv_freq");
+        let (_, want) = reference.shaped("rope_inv_freq");
         let got = model.rotary.inv_freq();
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(
@@ -106,7 +104,7 @@ fn hidden_states_match_transformers_layer_by_layer() {
     let model = load("tiny-f32");
     let reference = Reference::open(&fixture("tiny-f32").join("reference.safetensors"));
     let ids = reference.ids("input_ids_long_text");
-    let (shape, want) = reference.f32("hidden_long_text");
+    let (shape, want) = reference.shaped("hidden_long_text");
     // The last entry is after the final norm: compare it to forward_hidden.
     let (layers, t, h) = (shape[0], shape[1], shape[2]);
     let dev = model.device();

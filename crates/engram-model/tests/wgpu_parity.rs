@@ -2,11 +2,9 @@
 //! machine without a GPU it runs on Mesa's software Vulkan device, llvmpipe).
 #![cfg(feature = "wgpu")]
 
-mod common;
-
-use common::*;
 use engram_checkpoint::Checkpoint;
 use engram_model::{GenerationConfig, Llama, Sampling, WeightDType, device_from_name, generate};
+use engram_testkit::*;
 
 #[test]
 fn tiny_f32_on_wgpu_matches_transformers() {
@@ -18,7 +16,7 @@ fn tiny_f32_on_wgpu_matches_transformers() {
     // greedy steps (each decode step has a new cache length).
     for case in ["short_fixed", "chat_prompt"] {
         let ids = reference.ids(&format!("input_ids_{case}"));
-        let (_, want) = reference.f32(&format!("logits_{case}"));
+        let (_, want) = reference.shaped(&format!("logits_{case}"));
         let d = max_abs_diff(&logits(&model, &ids), &want);
         eprintln!("wgpu {case}: max |Δlogit| = {d:.3e}");
         assert!(d <= 1e-4, "wgpu {case}: max |Δlogit| {d:e}");

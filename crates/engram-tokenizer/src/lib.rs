@@ -1,6 +1,10 @@
-//! Tokenization and chat templates for engram: the `tokenizers` crate for `tokenizer.json`, and
-//! the checkpoint's own Jinja chat template rendered with minijinja so that prompts are
-//! byte-identical to transformers' `apply_chat_template` (Llama-3.1-Instruct, ChatML...).
+//! Tokenization and chat templates for engram.
+//!
+//! Start here: [`ChatTokenizer`] wraps the `tokenizers` crate for `tokenizer.json` and renders
+//! the checkpoint's own Jinja chat template ([`chat_template`], minijinja configured as
+//! transformers configures Jinja) so that prompts are byte-identical to transformers'
+//! `apply_chat_template` (Llama-3.1-Instruct, ChatML...); it also knows the checkpoint's stop,
+//! end-of-turn and pad ids.
 
 pub mod chat_template;
 pub mod chat_tokenizer;

@@ -84,7 +84,7 @@ fn llama31_special_ids() {
 fn chatml_renderings_and_ids_equal_transformers_on_smollm2_gguf() {
     let path = model_store::find("smollm2-135m-instruct")
         .unwrap()
-        .ensure()
+        .ensure(&engram_io::Quiet)
         .expect("SmolLM2 fetch");
     let ckpt = Checkpoint::open(path.to_str().unwrap()).unwrap();
     let tok = ChatTokenizer::from_files(&ckpt.tokenizer).unwrap();

@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use engram_facts::Fact;
-use engram_lora::{Answer, AnswerConfig, answer_prompts};
-use engram_model::Llama;
+use engram_io::Progress;
+use engram_model::{Answer, AnswerConfig, Llama, answer_prompts};
 use engram_tokenizer::{ChatTokenizer, Message};
 
 use crate::error::{BaselineError, Result};
@@ -15,19 +15,34 @@ use crate::rag::bm25::Bm25Index;
 use crate::rag::dense::DenseIndex;
 use crate::rag::metrics::{RetrievalMetrics, retrieval_metrics};
 
-/// Settings of a RAG run.
+/// Which retriever ranks the facts.
+#[derive(Clone, Copy, Default)]
+pub enum Retriever<'a> {
+    /// BM25 over rephrased question + answer.
+    #[default]
+    Bm25,
+    /// Cosine similarity of this encoder's sentence embeddings.
+    Dense(&'a BertEncoder),
+}
+
+impl std::fmt::Debug for Retriever<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Retriever::Bm25 => f.write_str("Bm25"),
+            Retriever::Dense(e) => write!(f, "Dense({})", e.origin.display()),
+        }
+    }
+}
+
+/// Settings of a RAG run: how to answer, how many facts to retrieve, and with what.
 #[derive(Debug, Clone)]
-pub struct RagConfig {
+pub struct RagConfig<'a> {
+    /// Batching, token limit and stop ids.
+    pub answer: AnswerConfig,
     /// Facts retrieved into each prompt (EnronQA: 100).
     pub k: usize,
-    /// Questions per generation batch.
-    pub batch_size: usize,
-    /// Most new tokens per answer.
-    pub max_new_tokens: usize,
-    /// Ids that end an answer.
-    pub stop_ids: Vec<u32>,
-    /// A bar advanced by one per answered question.
-    pub progress: Option<indicatif::ProgressBar>,
+    /// The retriever.
+    pub retriever: Retriever<'a>,
 }
 
 /// Answers, rankings and retrieval quality of a RAG run.
@@ -44,7 +59,7 @@ pub struct RagRun {
 }
 
 /// Answers `questions` (whose source facts are `gold[i]`, indices into `facts`) with the top-k
-/// facts in the prompt, retrieved by BM25, or by the dense `encoder` when one is given.
+/// facts in the prompt, retrieved by the configured retriever (an `answering` task).
 pub fn rag_answers(
     model: &Llama,
     tokenizer: &ChatTokenizer,
@@ -52,7 +67,7 @@ pub fn rag_answers(
     questions: &[String],
     gold: &[usize],
     cfg: &RagConfig,
-    encoder: Option<&BertEncoder>,
+    progress: Option<&dyn Progress>,
 ) -> Result<RagRun> {
     if cfg.k == 0 {
         return Err(BaselineError::Bad(
@@ -65,12 +80,12 @@ pub fn rag_answers(
         ));
     }
     let t0 = Instant::now();
-    let retrieved: Vec<Vec<usize>> = match encoder {
-        None => {
+    let retrieved: Vec<Vec<usize>> = match cfg.retriever {
+        Retriever::Bm25 => {
             let index = Bm25Index::new(facts)?;
             questions.iter().map(|q| index.search(q, cfg.k)).collect()
         }
-        Some(enc) => {
+        Retriever::Dense(enc) => {
             let index = DenseIndex::new(enc, facts, 32)?;
             questions
                 .iter()
@@ -87,18 +102,7 @@ pub fn rag_answers(
                 .encode_chat_prompt(&[Message::user(context_message(&facts_block(&top), q))])?)
         })
         .collect::<Result<Vec<_>>>()?;
-    let answer_cfg = AnswerConfig {
-        batch_size: cfg.batch_size,
-        max_new_tokens: cfg.max_new_tokens,
-        stop_ids: cfg.stop_ids.clone(),
-    };
-    let answers = answer_prompts(
-        model,
-        tokenizer,
-        &prompts,
-        &answer_cfg,
-        cfg.progress.as_ref(),
-    )?;
+    let answers = answer_prompts(model, tokenizer, &prompts, &cfg.answer, progress)?;
     let metrics = retrieval_metrics(&retrieved, gold, &[1, 5, 10, 100]);
     Ok(RagRun {
         answers,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::activation::{gelu, softmax};
 use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
-use engram_checkpoint::{FloatFormat, decode_f32};
+use engram_checkpoint::{SafetensorsCheckpoint, TensorSource};
 use serde_json::Value;
 use tokenizers::Tokenizer;
 
@@ -67,33 +67,18 @@ pub struct BertEncoder {
     pub origin: PathBuf,
 }
 
-/// The weights file, its header parsed once.
-struct Weights<'a> {
-    st: safetensors::SafeTensors<'a>,
-    path: PathBuf,
+/// The weights, read through engram-checkpoint (memory-mapped, any float format → f32).
+struct Weights {
+    st: SafetensorsCheckpoint,
 }
 
-impl Weights<'_> {
+impl Weights {
     fn get(&self, name: &str, device: &Device) -> Result<(Vec<usize>, Tensor<1>)> {
-        let bad = |m: String| BaselineError::Bad(format!("{}: {m}", self.path.display()));
-        let t = self
-            .st
-            .tensor(name)
-            .map_err(|_| bad(format!("missing tensor {name}")))?;
-        let format = match t.dtype() {
-            safetensors::Dtype::F32 => FloatFormat::F32,
-            safetensors::Dtype::F16 => FloatFormat::F16,
-            safetensors::Dtype::BF16 => FloatFormat::BF16,
-            other => {
-                return Err(bad(format!(
-                    "tensor {name} has unsupported dtype {other:?}"
-                )));
-            }
-        };
-        let v = decode_f32(t.data(), format);
+        let t = self.st.read(name)?;
+        let v = t.to_f32();
         let n = v.len();
         Ok((
-            t.shape().to_vec(),
+            t.shape,
             Tensor::from_data(TensorData::new(v, [n]), (device, DType::F32)),
         ))
     }
@@ -146,11 +131,9 @@ impl BertEncoder {
             key("max_position_embeddings")?,
         );
         let eps = cfg["layer_norm_eps"].as_f64().unwrap_or(1e-12);
-        let bytes = read("model.safetensors")?;
-        let path = dir.join("model.safetensors");
-        let st = safetensors::SafeTensors::deserialize(&bytes)
-            .map_err(|e| BaselineError::Bad(format!("{}: {e}", path.display())))?;
-        let w = Weights { st, path };
+        let w = Weights {
+            st: SafetensorsCheckpoint::open_dir(dir)?,
+        };
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| BaselineError::Bad(format!("{}/tokenizer.json: {e}", dir.display())))?;
         tokenizer.with_padding(None);

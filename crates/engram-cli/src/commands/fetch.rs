@@ -41,7 +41,7 @@ pub fn run(args: FetchArgs) -> Result<()> {
                 .join(", ")
         );
     };
-    let path = m.ensure()?;
+    let path = m.ensure(&crate::progress::Bars::new(true))?;
     println!("{}", path.display());
     Ok(())
 }

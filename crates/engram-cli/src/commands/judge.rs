@@ -3,13 +3,12 @@
 
 use std::path::PathBuf;
 
+use std::path::Path;
+
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use engram_judge::cache::JudgeCache;
-use engram_judge::{
-    ExactMatchJudge, GoldRecallJudge, Judge, JudgeItem, JudgePrompt, OpenAiJudge,
-    OpenAiJudgeConfig, TokenF1Judge,
-};
+use engram_judge::preset::{DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
+use engram_judge::{JudgeItem, JudgePreset};
 
 /// Which judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -37,10 +36,10 @@ pub struct JudgeArgs {
     #[arg(long, value_enum, default_value = "token-f1")]
     pub judge: JudgeKind,
     /// Threshold of the token-F1 judge.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = DEFAULT_F1_THRESHOLD)]
     pub f1_threshold: f64,
     /// Threshold of the gold-recall judge.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = DEFAULT_RECALL_THRESHOLD)]
     pub recall_threshold: f64,
     /// OpenAI-compatible base URL (e.g. http://localhost:8000/v1).
     #[arg(long, default_value = "http://localhost:8000/v1")]
@@ -58,7 +57,7 @@ pub struct JudgeArgs {
     #[arg(long, default_value = "results/judge-cache.jsonl")]
     pub cache: PathBuf,
     /// Requests in flight.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
 }
 
@@ -87,36 +86,34 @@ pub fn run(a: JudgeArgs) -> Result<()> {
             document: v["document"].as_str().map(str::to_string),
         });
     }
-    let judge: Box<dyn Judge> = match a.judge {
-        JudgeKind::ExactMatch => Box::new(ExactMatchJudge),
-        JudgeKind::TokenF1 => Box::new(TokenF1Judge {
+    let preset = match a.judge {
+        JudgeKind::ExactMatch => JudgePreset::ExactMatch,
+        JudgeKind::TokenF1 => JudgePreset::TokenF1 {
             threshold: a.f1_threshold,
-        }),
-        JudgeKind::GoldRecall => Box::new(GoldRecallJudge {
+        },
+        JudgeKind::GoldRecall => JudgePreset::GoldRecall {
             threshold: a.recall_threshold,
-        }),
-        JudgeKind::Openai => {
-            let mut cfg = OpenAiJudgeConfig::new(&a.base_url, &a.judge_model);
-            cfg.api_key_env = a.api_key_env.clone();
-            cfg.concurrency = a.concurrency;
-            let cache = JudgeCache::open(&a.cache)?;
-            if cache.corrupt_lines > 0 {
-                eprintln!(
-                    "{}: {} corrupt lines skipped (they will be asked again)",
-                    a.cache.display(),
-                    cache.corrupt_lines
-                );
-            }
-            Box::new(OpenAiJudge::new(cfg, JudgePrompt::load(&a.prompt)?, cache)?)
-        }
+        },
+        JudgeKind::Openai => JudgePreset::Openai {
+            base_url: a.base_url.clone(),
+            model: a.judge_model.clone(),
+            api_key_env: a.api_key_env.clone(),
+            prompt: a.prompt.display().to_string(),
+            cache: Some(a.cache.display().to_string()),
+            concurrency: a.concurrency,
+        },
     };
+    let judge = preset.build(Path::new("."), &a.cache)?;
+    for note in judge.notes() {
+        eprintln!("{note}");
+    }
     let verdicts = judge.judge(&items)?;
     let mut out = String::new();
     for v in &verdicts {
         out.push_str(&serde_json::to_string(v)?);
         out.push('\n');
     }
-    engram_lora::atomic::write_file(&a.out, out.as_bytes())?;
+    engram_io::write_file(&a.out, out.as_bytes())?;
     let judged = verdicts.iter().filter(|v| v.correct.is_some()).count();
     let correct = verdicts.iter().filter(|v| v.correct == Some(true)).count();
     println!(

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use engram_checkpoint::Checkpoint;
+use engram_checkpoint::hf_writer::DEFAULT_SHARD_BYTES;
 use engram_lora::load_adapter;
-use engram_lora::merge::DEFAULT_SHARD_BYTES;
 use engram_model::device_from_name;
 
 /// Arguments of `engram merge`.
@@ -32,7 +32,7 @@ pub struct MergeArgs {
 /// Runs `engram merge`.
 pub fn run(a: MergeArgs) -> Result<()> {
     let device = device_from_name(&a.backend)?;
-    let ckpt = Checkpoint::open(&a.model)?;
+    let ckpt = Checkpoint::open_with(&a.model, &crate::progress::Bars::new(true))?;
     let adapter = load_adapter(&a.adapter)?;
     let shards = engram_lora::merge_to_hf(&ckpt, Some(&adapter), &a.out, a.shard_bytes, &device)?;
     eprintln!(

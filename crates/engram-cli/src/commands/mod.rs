@@ -2,8 +2,6 @@
 
 pub mod answer;
 pub mod bench;
-pub mod bench_long_context;
-pub mod bench_train;
 pub mod fetch;
 pub mod generate;
 pub mod judge;

@@ -7,6 +7,8 @@ use clap::Args;
 use engram_experiments::estimate::default_flops;
 use engram_experiments::{Experiment, SweepOptions, default_configs_dir, run_sweep};
 
+use crate::progress::Bars;
+
 /// Arguments of `engram sweep`.
 #[derive(Args, Debug)]
 pub struct SweepArgs {
@@ -58,11 +60,10 @@ pub fn run(a: SweepArgs) -> Result<()> {
         &SweepOptions {
             results: results.clone(),
             only: a.only.clone(),
-            progress: !a.no_progress,
         },
+        &Bars::new(!a.no_progress),
     )?;
-    let table = std::fs::read_to_string(results.join("table.md")).unwrap_or_default();
-    println!("{table}");
+    println!("{}", report.rendered.markdown);
     eprintln!(
         "{} cells run, {} already done; table, plot and per-fact view in {}",
         report.ran.len(),

@@ -1,14 +1,20 @@
-//! `engram train`: LoRA adapters that memorize a fact file, written in PEFT's layout.
+//! `engram train`: LoRA adapters that memorize a fact file, written in PEFT's layout. Settings
+//! come from a training preset (`--preset`; without one, engram's defaults — EnronQA §6's, the
+//! same as `configs/training/enronqa-lora.toml`), then from the flags given, so `engram train`
+//! and a sweep over the same preset train alike.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use engram_experiments::TrainingPreset;
-use engram_facts::read_facts;
-use engram_lora::{AnswerConfig, TrainConfig, Trainer, answer_questions, exact_match};
+use engram_facts::{Fact, read_facts};
+use engram_judge::exact_match;
+use engram_lora::Trainer;
+use engram_model::{AnswerConfig, LoraTarget, answer_questions};
 
 use crate::loaded::ModelArgs;
+use crate::progress::Bars;
 
 /// Arguments of `engram train`.
 #[derive(Args, Debug)]
@@ -23,55 +29,55 @@ pub struct TrainArgs {
     /// train_record.json and checkpoints/.
     #[arg(long)]
     pub out: PathBuf,
+    /// Training preset: a name (configs/training/NAME.toml) or a .toml file (default: engram's
+    /// defaults, EnronQA §6's = configs/training/enronqa-lora.toml). The flags below override it.
+    #[arg(long)]
+    pub preset: Option<String>,
     /// LoRA rank.
     #[arg(long, default_value_t = 64)]
     pub rank: usize,
-    /// lora_alpha (default 4 × rank).
+    /// lora_alpha (default: the preset's alpha_per_rank × rank, 4 × rank).
     #[arg(long)]
     pub alpha: Option<f64>,
     /// Dropout on the adapter input.
-    #[arg(long, default_value_t = 0.05)]
-    pub dropout: f64,
+    #[arg(long)]
+    pub dropout: Option<f64>,
     /// rsLoRA scaling (alpha / √r).
     #[arg(long)]
     pub rslora: bool,
-    /// Adapted modules (comma-separated).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
-    )]
-    pub targets: Vec<String>,
+    /// Adapted modules (comma-separated; default: all seven linear layers).
+    #[arg(long, value_delimiter = ',')]
+    pub targets: Option<Vec<String>>,
     /// Adapt only these layers (comma-separated indices; default all).
     #[arg(long, value_delimiter = ',')]
     pub layers: Option<Vec<usize>>,
     /// Epochs.
-    #[arg(long, default_value_t = 10)]
-    pub epochs: usize,
+    #[arg(long)]
+    pub epochs: Option<usize>,
     /// Peak learning rate.
-    #[arg(long, default_value_t = 1e-4)]
-    pub lr: f64,
+    #[arg(long)]
+    pub lr: Option<f64>,
     /// Examples per micro-batch.
-    #[arg(long, default_value_t = 8)]
-    pub batch_size: usize,
+    #[arg(long)]
+    pub batch_size: Option<usize>,
     /// Micro-batches per optimizer step.
-    #[arg(long, default_value_t = 1)]
-    pub grad_accum: usize,
+    #[arg(long)]
+    pub grad_accum: Option<usize>,
     /// Linear warm-up, in epochs.
-    #[arg(long, default_value_t = 1.0)]
-    pub warmup_epochs: f64,
+    #[arg(long)]
+    pub warmup_epochs: Option<f64>,
     /// Hold the learning rate after warm-up instead of decaying it linearly to 0.
     #[arg(long)]
     pub constant_lr: bool,
     /// AdamW weight decay.
-    #[arg(long, default_value_t = 0.0)]
-    pub weight_decay: f64,
-    /// Clip the global gradient norm.
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    /// Clip the global gradient norm (0: no clipping; default: the preset's, 1.0).
     #[arg(long)]
     pub max_grad_norm: Option<f64>,
     /// Seed (adapter init, batch order, dropout).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Longest training example (default: the model's context window).
     #[arg(long)]
     pub max_len: Option<usize>,
@@ -79,8 +85,8 @@ pub struct TrainArgs {
     #[arg(long)]
     pub resume: bool,
     /// Checkpoints kept.
-    #[arg(long, default_value_t = 1)]
-    pub keep_checkpoints: usize,
+    #[arg(long)]
+    pub keep_checkpoints: Option<usize>,
     /// No per-epoch checkpoints.
     #[arg(long)]
     pub no_checkpoints: bool,
@@ -88,45 +94,84 @@ pub struct TrainArgs {
     #[arg(long)]
     pub eval: bool,
     /// Most new tokens per answer (with --eval).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = AnswerConfig::default().max_new_tokens)]
     pub max_new_tokens: usize,
+}
+
+/// The preset `--preset` names: a `.toml` path, or `configs/training/NAME.toml`.
+fn preset(spec: Option<&str>) -> Result<TrainingPreset> {
+    let Some(spec) = spec else {
+        return Ok(TrainingPreset::default());
+    };
+    let path = if spec.ends_with(".toml") || Path::new(spec).is_file() {
+        PathBuf::from(spec)
+    } else {
+        Path::new("configs/training").join(format!("{spec}.toml"))
+    };
+    if !path.is_file() {
+        bail!(
+            "--preset {spec}: no such preset (looked for {})",
+            path.display()
+        );
+    }
+    Ok(TrainingPreset::load(&path)?)
+}
+
+impl TrainArgs {
+    /// The preset with the flags given applied over it.
+    fn settings(&self) -> Result<TrainingPreset> {
+        let mut p = preset(self.preset.as_deref())?;
+        let (l, t) = (&mut p.lora, &mut p.train);
+        set(&mut l.dropout, self.dropout);
+        l.rslora |= self.rslora;
+        if let Some(names) = &self.targets {
+            l.targets = LoraTarget::parse_list(names)?;
+        }
+        if self.layers.is_some() {
+            l.layers = self.layers.clone();
+        }
+        set(&mut t.epochs, self.epochs);
+        set(&mut t.lr, self.lr);
+        set(&mut t.batch_size, self.batch_size);
+        set(&mut t.grad_accum, self.grad_accum);
+        set(&mut t.warmup_epochs, self.warmup_epochs);
+        t.decay &= !self.constant_lr;
+        set(&mut t.weight_decay, self.weight_decay);
+        if self.max_grad_norm.is_some() {
+            t.max_grad_norm = self.max_grad_norm;
+        }
+        set(&mut t.seed, self.seed);
+        if self.max_len.is_some() {
+            t.max_len = self.max_len;
+        }
+        set(&mut t.keep_checkpoints, self.keep_checkpoints);
+        t.checkpoints &= !self.no_checkpoints;
+        Ok(p)
+    }
+}
+
+/// Which question of a fact `--eval` asks.
+type Pick = fn(&Fact) -> &str;
+
+fn set<T: Copy>(field: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *field = v;
+    }
 }
 
 /// Runs `engram train`.
 pub fn run(a: TrainArgs) -> Result<()> {
     let facts = read_facts(&a.facts)?;
-    let loaded = a.model.load_on(true)?;
-    let preset = TrainingPreset {
-        alpha_per_rank: 4.0,
-        dropout: a.dropout,
-        rslora: a.rslora,
-        targets: a.targets.clone(),
-        layers: a.layers.clone(),
-        epochs: a.epochs,
-        lr: a.lr,
-        batch_size: a.batch_size,
-        grad_accum: a.grad_accum,
-        warmup_epochs: a.warmup_epochs,
-        decay: !a.constant_lr,
-        weight_decay: a.weight_decay,
-        max_grad_norm: a.max_grad_norm,
-        seed: a.seed,
-        max_len: a.max_len,
-        keep_adapters: true,
-    };
-    let mut lora = preset.lora_config(a.rank)?;
+    let settings = a.settings()?;
+    let session = a.model.load_on(true)?;
+    let mut lora = settings.lora_config(a.rank);
     if let Some(alpha) = a.alpha {
         lora = lora.with_alpha(alpha);
     }
-    let train = TrainConfig {
-        checkpoints: !a.no_checkpoints,
-        keep_checkpoints: a.keep_checkpoints,
-        ..preset.train_config()
-    };
     let trainer = Trainer {
-        tokenizer: &loaded.tokenizer,
+        tokenizer: &session.tokenizer,
         lora,
-        train,
+        train: settings.train.clone(),
         base_model: a.model.model.clone(),
     };
     eprintln!(
@@ -138,7 +183,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         a.model.backend
     );
     let done = trainer
-        .run(loaded.model, &facts, &a.out, a.resume)
+        .run_with(session.model, &facts, &a.out, a.resume, &Bars::new(true))
         .with_context(|| format!("training into {}", a.out.display()))?;
     let last = done.record.epochs.last();
     eprintln!(
@@ -148,23 +193,19 @@ pub fn run(a: TrainArgs) -> Result<()> {
     );
     if a.eval {
         let cfg = AnswerConfig {
-            batch_size: a.batch_size.max(8),
+            batch_size: settings.train.batch_size.max(8),
             max_new_tokens: a.max_new_tokens,
-            stop_ids: loaded.stop_ids.clone(),
+            stop_ids: session.stop_ids.clone(),
         };
-        for (label, pick) in [
-            (
-                "original",
-                (|f: &engram_facts::Fact| f.question.clone()) as fn(&engram_facts::Fact) -> String,
-            ),
-            ("rephrased (trained)", |f: &engram_facts::Fact| {
-                f.rephrased_question.clone()
-            }),
-        ] {
-            let qs: Vec<String> = facts.iter().map(pick).collect();
-            let bar = indicatif::ProgressBar::new(qs.len() as u64);
-            let answers = answer_questions(&done.model, &loaded.tokenizer, &qs, &cfg, Some(&bar))?;
-            bar.finish_and_clear();
+        let bars = Bars::new(true);
+        let which: [(&str, Pick); 2] = [
+            ("original", |f| &f.question),
+            ("rephrased (trained)", |f| &f.rephrased_question),
+        ];
+        for (label, pick) in which {
+            let qs: Vec<String> = facts.iter().map(|f| pick(f).to_string()).collect();
+            let answers =
+                answer_questions(&done.model, &session.tokenizer, &qs, &cfg, Some(&bars))?;
             let hits = answers
                 .iter()
                 .zip(&facts)

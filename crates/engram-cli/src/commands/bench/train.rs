@@ -4,11 +4,14 @@
 //! its own child process so that peak RSS is per run (`wait4`'s `ru_maxrss`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::Args;
 use engram_checkpoint::Checkpoint;
+
+use super::child::run_measured;
+use super::peer::PeftRun;
 
 /// Arguments of `engram bench train`.
 #[derive(Args, Debug)]
@@ -48,39 +51,6 @@ struct RunFigures {
     tokens_per_s: f64,
     epoch_secs: f64,
     peak_rss_mb: f64,
-}
-
-/// Runs `cmd` to completion and returns its peak resident set (MB), from `wait4`.
-fn run_measured(mut cmd: Command, what: &str) -> Result<f64> {
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {what}"))?;
-    let pid = child.id() as libc::pid_t;
-    let mut stderr = child.stderr.expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
-        s
-    });
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our own un-waited child; status and usage are valid out-pointers.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let err = reader.join().unwrap_or_default();
-    if r < 0 {
-        bail!("waiting for {what}: {}", std::io::Error::last_os_error());
-    }
-    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        let tail: Vec<&str> = err.lines().rev().take(5).collect();
-        bail!(
-            "{what} failed: {}",
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        );
-    }
-    Ok(usage.ru_maxrss as f64 / 1024.0)
 }
 
 impl RunFigures {
@@ -131,7 +101,15 @@ fn engram_run(a: &TrainBenchArgs, rank: usize, dir: &Path) -> Result<RunFigures>
         &a.epochs.to_string(),
     ])
     .args(["--batch-size", &a.batch.to_string(), "--lr", "1e-4"])
-    .args(["--warmup-epochs", "0", "--constant-lr", "--no-checkpoints"]);
+    // As the peer trains: constant lr, no warm-up, no clipping.
+    .args([
+        "--warmup-epochs",
+        "0",
+        "--constant-lr",
+        "--max-grad-norm",
+        "0",
+    ])
+    .arg("--no-checkpoints");
     let peak = run_measured(cmd, "engram train")?;
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("train_record.json"))?)?;
@@ -140,22 +118,17 @@ fn engram_run(a: &TrainBenchArgs, rank: usize, dir: &Path) -> Result<RunFigures>
 
 fn peer_run(a: &TrainBenchArgs, hf_dir: &Path, rank: usize, dir: &Path) -> Result<RunFigures> {
     let log = dir.join(format!("peft-r{rank}.json"));
-    let mut cmd = Command::new(&a.peer_python);
-    cmd.arg(&a.peer_script)
-        .arg(hf_dir)
-        .arg(&a.facts)
-        .args([
-            "--rank",
-            &rank.to_string(),
-            "--epochs",
-            &a.epochs.to_string(),
-        ])
-        .args(["--batch", &a.batch.to_string(), "--lr", "1e-4", "--no-eval"])
-        .args(["--threads", &a.threads.to_string()])
-        .arg("--out")
-        .arg(dir.join(format!("peft-r{rank}")))
-        .arg("--log-json")
-        .arg(&log);
+    let peer = PeftRun {
+        python: &a.peer_python,
+        script: &a.peer_script,
+        hf_dir,
+        facts: &a.facts,
+        rank,
+        epochs: a.epochs,
+        batch: a.batch,
+        threads: a.threads,
+    };
+    let cmd = peer.command(&dir.join(format!("peft-r{rank}")), &log);
     let peak = run_measured(cmd, "peft_train.py")?;
     let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&log)?)?;
     Ok(RunFigures::from_record(&rec, peak))
@@ -175,7 +148,7 @@ pub fn run(a: TrainBenchArgs) -> Result<()> {
             &ckpt,
             None,
             &hf,
-            engram_lora::merge::DEFAULT_SHARD_BYTES,
+            engram_checkpoint::hf_writer::DEFAULT_SHARD_BYTES,
             &burn::tensor::Device::flex(),
         )?;
         Some(hf)

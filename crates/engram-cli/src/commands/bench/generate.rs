@@ -1,25 +1,12 @@
-//! `engram bench ...`: benchmarks that print figures, beside a peer's measured in the same run.
+//! `engram bench generate`: greedy prefill and decode tokens/s, beside transformers' on the same
+//! machine and GGUF file, measured in the same run.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use anyhow::Result;
+use clap::Args;
 use engram_model::{GenerationConfig, Sampling, generate};
 use engram_tokenizer::Message;
 
 use crate::loaded::ModelArgs;
-
-/// Benchmarks.
-#[derive(Subcommand, Debug)]
-pub enum BenchCommand {
-    /// Prefill and decode tokens/s of greedy generation, vs transformers on the same machine.
-    Generate(GenerateBenchArgs),
-    /// LoRA training tokens/s, time per epoch and peak memory, vs PEFT on the same machine.
-    Train(crate::commands::bench_train::TrainBenchArgs),
-    /// Long-context prefill with the shared-prefix KV cache vs per-question prompts.
-    LongContext(crate::commands::bench_long_context::LongContextBenchArgs),
-}
 
 /// Arguments of `engram bench generate`.
 #[derive(Args, Debug)]
@@ -62,12 +49,17 @@ const QUESTIONS: [&str; 16] = [
     "What is the boiling point of water in Celsius?",
 ];
 
+/// Prefill and decode figures of one batch.
 #[derive(Debug, Clone, Copy)]
-struct Figures {
-    prefill_tokens: usize,
-    prefill_secs: f64,
-    decode_tokens: usize,
-    decode_secs: f64,
+pub struct Figures {
+    /// Prompt tokens prefilled.
+    pub prefill_tokens: usize,
+    /// Seconds of prefill.
+    pub prefill_secs: f64,
+    /// Tokens decoded.
+    pub decode_tokens: usize,
+    /// Seconds of decode.
+    pub decode_secs: f64,
 }
 
 impl Figures {
@@ -79,15 +71,8 @@ impl Figures {
     }
 }
 
-pub fn run(cmd: BenchCommand) -> Result<()> {
-    match cmd {
-        BenchCommand::Generate(a) => generate_bench(a),
-        BenchCommand::Train(a) => crate::commands::bench_train::run(a),
-        BenchCommand::LongContext(a) => crate::commands::bench_long_context::run(a),
-    }
-}
-
-fn generate_bench(args: GenerateBenchArgs) -> Result<()> {
+/// Runs `engram bench generate`.
+pub fn run(args: GenerateBenchArgs) -> Result<()> {
     let loaded = args.model.load()?;
     let tok = &loaded.tokenizer;
     let mut batches = Vec::new();
@@ -132,7 +117,14 @@ fn generate_bench(args: GenerateBenchArgs) -> Result<()> {
         }
         ours.push(best.expect("at least one repeat"));
     }
-    let peer = peer_figures(&args, &loaded.origin, &batches);
+    let peer = super::peer::hf_generate(
+        &args.peer_python,
+        &loaded.origin,
+        &batches,
+        args.new_tokens,
+        args.threads,
+        args.repeats,
+    );
     println!(
         "engram bench generate: {} on {} ({} dtype), {} new tokens, greedy, best of {}",
         loaded.origin, args.model.backend, args.model.dtype, args.new_tokens, args.repeats
@@ -171,66 +163,4 @@ fn generate_bench(args: GenerateBenchArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn peer_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers/hf_generate_bench.py")
-}
-
-fn peer_figures(
-    args: &GenerateBenchArgs,
-    origin: &str,
-    batches: &[Vec<Vec<u32>>],
-) -> Result<Vec<Figures>> {
-    if args.peer_python == "none" {
-        anyhow::bail!("skipped (--peer-python none)");
-    }
-    // The peer reads the same GGUF file.
-    let path = origin
-        .rsplit_once(" (")
-        .map(|(_, p)| p.trim_end_matches(')'))
-        .unwrap_or(origin);
-    if !path.ends_with(".gguf") {
-        anyhow::bail!("the transformers peer is wired for GGUF models only ({path})");
-    }
-    let dir = tempfile::tempdir()?;
-    let spec = dir.path().join("prompts.json");
-    std::fs::write(
-        &spec,
-        serde_json::json!({"batches": batches, "new_tokens": args.new_tokens}).to_string(),
-    )?;
-    let out = Command::new(&args.peer_python)
-        .arg(peer_script())
-        .arg(path)
-        .arg(&spec)
-        .args([
-            "--threads",
-            &args.threads.to_string(),
-            "--repeats",
-            &args.repeats.to_string(),
-        ])
-        .output()
-        .with_context(|| format!("running {}", args.peer_python))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        anyhow::bail!("{} exited with {}: {last}", args.peer_python, out.status);
-    }
-    let mut figs = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        figs.push(Figures {
-            prefill_tokens: v["prefill_tokens"].as_u64().unwrap_or(0) as usize,
-            prefill_secs: v["prefill_secs"].as_f64().unwrap_or(f64::NAN),
-            decode_tokens: v["decode_tokens"].as_u64().unwrap_or(0) as usize,
-            decode_secs: v["decode_secs"].as_f64().unwrap_or(f64::NAN),
-        });
-    }
-    Ok(figs)
 }

@@ -8,9 +8,10 @@ use clap::Args;
 use engram_baselines::long_context::long_context_prompts;
 use engram_baselines::{LongContext, LongContextConfig, long_context_answers, naive_answers};
 use engram_facts::read_facts;
-use indicatif::{ProgressBar, ProgressStyle};
+use engram_model::AnswerConfig;
 
 use crate::loaded::ModelArgs;
+use crate::progress::Bars;
 
 /// Arguments of `engram bench long-context`.
 #[derive(Args, Debug)]
@@ -69,18 +70,14 @@ pub fn run(a: LongContextBenchArgs) -> Result<()> {
         .map(|f| f.question.clone())
         .collect();
     let cfg = LongContextConfig {
-        batch_size: a.batch_size,
-        max_new_tokens: a.max_new_tokens,
-        stop_ids: loaded.stop_ids.clone(),
+        answer: AnswerConfig {
+            batch_size: a.batch_size,
+            max_new_tokens: a.max_new_tokens,
+            stop_ids: loaded.stop_ids.clone(),
+        },
         context_cap: None,
-        progress: Some(
-            ProgressBar::new(questions.len() as u64).with_style(
-                ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} questions, {elapsed}")
-                    .expect("template")
-                    .progress_chars("=> "),
-            ),
-        ),
     };
+    let bars = Bars::new(true);
     let LongContext::Answered {
         answers,
         prefix_tokens,
@@ -88,15 +85,25 @@ pub fn run(a: LongContextBenchArgs) -> Result<()> {
         naive_prefill_tokens,
         prefix_secs,
         seconds,
-    } = long_context_answers(&loaded.model, &loaded.tokenizer, facts, &questions, &cfg)?
+    } = long_context_answers(
+        &loaded.model,
+        &loaded.tokenizer,
+        facts,
+        &questions,
+        &cfg,
+        Some(&bars),
+    )?
     else {
         bail!("{count} facts do not fit the {window}-token window");
     };
-    let (naive, naive_secs) =
-        naive_answers(&loaded.model, &loaded.tokenizer, facts, &questions, &cfg)?;
-    if let Some(bar) = &cfg.progress {
-        bar.finish_and_clear();
-    }
+    let (naive, naive_secs) = naive_answers(
+        &loaded.model,
+        &loaded.tokenizer,
+        facts,
+        &questions,
+        &cfg,
+        Some(&bars),
+    )?;
     let same = answers.iter().zip(&naive).filter(|(x, y)| x == y).count();
     println!(
         "engram bench long-context: {} on {}, {count} facts in context, {} questions, batch {}, {} new tokens",

@@ -1,24 +1,27 @@
-//! Shared helpers of the LoRA tests: fixtures, a tiny model on an autodiff CPU device, synthetic
-//! facts, and a lock that serializes runs using dropout (the backend RNG is process-global).
-#![allow(dead_code)]
-
-use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+//! The models tests run: the committed tiny fixtures (made by transformers, see
+//! `tests/peers/make_fixtures.py`) and random Llamas written on the fly.
 
 use burn::tensor::{DType, Device};
 use engram_checkpoint::Checkpoint;
-use engram_facts::Fact;
 use engram_model::{Llama, WeightDType};
 use engram_tokenizer::ChatTokenizer;
 
-/// `tests/fixtures` at the workspace root.
-pub fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+use crate::{fixture, fixtures};
+
+/// Loads fixture model `name` on the CPU in f32.
+pub fn load(name: &str) -> Llama {
+    load_on(name, &Device::flex())
+}
+
+/// Loads fixture model `name` in f32 on `device`.
+pub fn load_on(name: &str, device: &Device) -> Llama {
+    let ckpt = Checkpoint::open(fixture(name).to_str().unwrap()).expect("fixture opens");
+    Llama::load(&ckpt, WeightDType::F32, device).expect("fixture loads")
 }
 
 /// The tiny f32 fixture checkpoint.
 pub fn tiny_ckpt() -> Checkpoint {
-    Checkpoint::open(fixtures().join("tiny-f32").to_str().unwrap()).expect("fixture opens")
+    Checkpoint::open(fixture("tiny-f32").to_str().unwrap()).expect("fixture opens")
 }
 
 /// The tiny model on the CPU (`autodiff` for training) and its tokenizer.
@@ -34,69 +37,13 @@ pub fn tiny(autodiff: bool) -> (Llama, ChatTokenizer) {
     (model, tok)
 }
 
-static TRAIN_LOCK: Mutex<()> = Mutex::new(());
-
-/// Held while a test trains (dropout draws from the process-global backend RNG).
-pub fn train_lock() -> MutexGuard<'static, ()> {
-    TRAIN_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-const NAMES: [&str; 10] = [
-    "Jeff Skerrow",
-    "Louise Kitchenor",
-    "Sally Beckwith",
-    "Vince Kaminsky",
-    "Greg Whalby",
-    "Mark Haedicke",
-    "Kevin Presto",
-    "Tana Jonesbury",
-    "Rosa Tallmadge",
-    "Hunter Delacroix",
-];
-const THINGS: [&str; 4] = [
-    "budget meeting",
-    "pipeline review",
-    "gas contract",
-    "trading memo",
-];
-const CODES: [&str; 20] = [
-    "Copper Osprey",
-    "Blue Heron",
-    "Silver Lynx",
-    "Red Falcon",
-    "Green Otter",
-    "Iron Badger",
-    "Amber Crane",
-    "Stone Wren",
-    "Gold Marten",
-    "Jade Ibis",
-    "Coral Fox",
-    "Slate Owl",
-    "Ruby Stoat",
-    "Onyx Hare",
-    "Pearl Kite",
-    "Teal Moose",
-    "Rust Vole",
-    "Mint Egret",
-    "Plum Shrike",
-    "Sand Bison",
-];
-
-/// `n` (≤ 20) synthetic facts whose original and rephrased questions differ in wording.
-pub fn facts(n: usize) -> Vec<Fact> {
-    (0..n)
-        .map(|i| {
-            let who = NAMES[i % NAMES.len()];
-            let what = THINGS[i / NAMES.len() % THINGS.len()];
-            Fact {
-                id: format!("f{i}"),
-                question: format!("What code name did {who} give the {what}?"),
-                rephrased_question: format!("In {who}'s email, the {what} is called what?"),
-                answer: format!("Project {}", CODES[i]),
-                source: None,
-            }
-        })
-        .collect()
+/// Logits of one unpadded sequence as a flat host vector `[T * V]`.
+pub fn logits(model: &Llama, ids: &[u32]) -> Vec<f32> {
+    model
+        .forward(&[ids.to_vec()])
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .unwrap()
 }
 
 /// Host bytes of every base weight (adapters excluded), in a fixed order.
@@ -115,40 +62,6 @@ fn host<const D: usize>(t: burn::tensor::Tensor<D>) -> Vec<f32> {
         .into_data()
         .try_into_vec_as::<f32>()
         .unwrap()
-}
-
-/// Largest absolute difference.
-pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
-
-/// Reads f32 / i64 tensors from a reference safetensors file.
-pub struct Reference(Vec<u8>);
-
-impl Reference {
-    pub fn open(path: &std::path::Path) -> Self {
-        Self(std::fs::read(path).unwrap())
-    }
-    pub fn f32(&self, name: &str) -> Vec<f32> {
-        let st = safetensors::SafeTensors::deserialize(&self.0).unwrap();
-        let t = st.tensor(name).unwrap();
-        t.data()
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
-    pub fn ids(&self, name: &str) -> Vec<u32> {
-        let st = safetensors::SafeTensors::deserialize(&self.0).unwrap();
-        let t = st.tensor(name).unwrap();
-        t.data()
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
-            .collect()
-    }
 }
 
 /// Writes a random Llama checkpoint (HF layout, f32, weights ~ N(0, 0.02) as transformers

@@ -1,23 +1,50 @@
-//! Batched greedy answers to questions (the evaluation helper of the trainer and the sweeps):
-//! each question becomes the chat prompt the model was trained with, prompts of similar length
-//! share a batch, and answers come back in the questions' order.
+//! Batched greedy answers to questions — what every method ends in (LoRA evaluation, long
+//! context, RAG): each question becomes the chat prompt the model was trained with (user turn,
+//! generation header open), prompts of similar length share a batch, and answers come back in
+//! the questions' order.
 
-use engram_model::{Generation, GenerationConfig, Llama, Sampling, generate};
-use engram_tokenizer::ChatTokenizer;
-use indicatif::ProgressBar;
+use engram_io::Progress;
+use engram_tokenizer::{ChatTokenizer, Message};
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::examples::question_prompt;
+use crate::generate::{Generation, GenerationConfig, generate};
+use crate::llama::Llama;
+use crate::sampling::Sampling;
 
-/// How to answer.
-#[derive(Debug, Clone)]
+/// How questions are answered (an experiment's `[answer]` table; the stop ids come from the
+/// tokenizer, not from files). Defaults: batches of 8, at most 32 new tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AnswerConfig {
     /// Questions per generation batch.
     pub batch_size: usize,
     /// Most new tokens per answer.
     pub max_new_tokens: usize,
     /// Ids that end an answer.
+    #[serde(skip)]
     pub stop_ids: Vec<u32>,
+}
+
+impl Default for AnswerConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 8,
+            max_new_tokens: 32,
+            stop_ids: Vec::new(),
+        }
+    }
+}
+
+impl AnswerConfig {
+    /// Greedy generation with these limits and stop ids.
+    pub fn generation(&self) -> GenerationConfig {
+        GenerationConfig {
+            max_new_tokens: self.max_new_tokens,
+            sampling: Sampling::Greedy,
+            stop_ids: self.stop_ids.clone(),
+        }
+    }
 }
 
 /// One answer.
@@ -31,6 +58,12 @@ pub struct Answer {
     pub stopped: bool,
 }
 
+/// The chat prompt (generation header open) of one question, as the model sees it both in
+/// training and when answering.
+pub fn question_prompt(tokenizer: &ChatTokenizer, question: &str) -> Result<Vec<u32>> {
+    Ok(tokenizer.encode_chat_prompt(&[Message::user(question)])?)
+}
+
 /// Greedy answers to `questions` with whatever adapters `model` carries, each asked through
 /// the chat prompt the model was trained with.
 pub fn answer_questions(
@@ -38,7 +71,7 @@ pub fn answer_questions(
     tokenizer: &ChatTokenizer,
     questions: &[String],
     cfg: &AnswerConfig,
-    progress: Option<&ProgressBar>,
+    progress: Option<&dyn Progress>,
 ) -> Result<Vec<Answer>> {
     let prompts = questions
         .iter()
@@ -48,22 +81,21 @@ pub fn answer_questions(
 }
 
 /// Greedy answers to ready-made prompts; prompts of similar length share a batch, answers come
-/// back in the prompts' order. A model on an autodiff device answers through its validation copy.
+/// back in the prompts' order (one `answering` task, advanced per answer). A model on an
+/// autodiff device answers through its validation copy.
 pub fn answer_prompts(
     model: &Llama,
     tokenizer: &ChatTokenizer,
     prompts: &[Vec<u32>],
     cfg: &AnswerConfig,
-    progress: Option<&ProgressBar>,
+    progress: Option<&dyn Progress>,
 ) -> Result<Vec<Answer>> {
+    let progress = engram_io::progress::or_quiet(progress);
     let model = model.for_inference();
     let mut order: Vec<usize> = (0..prompts.len()).collect();
     order.sort_by_key(|&i| prompts[i].len());
-    let gen_cfg = GenerationConfig {
-        max_new_tokens: cfg.max_new_tokens,
-        sampling: Sampling::Greedy,
-        stop_ids: cfg.stop_ids.clone(),
-    };
+    let gen_cfg = cfg.generation();
+    progress.begin("answering", Some(prompts.len() as u64));
     let mut answers: Vec<Option<Answer>> = vec![None; prompts.len()];
     for chunk in order.chunks(cfg.batch_size.max(1)) {
         let batch: Vec<Vec<u32>> = chunk.iter().map(|&i| prompts[i].clone()).collect();
@@ -71,10 +103,9 @@ pub fn answer_prompts(
         for (&i, a) in chunk.iter().zip(answers_from(tokenizer, &out)?) {
             answers[i] = Some(a);
         }
-        if let Some(p) = progress {
-            p.inc(chunk.len() as u64);
-        }
+        progress.advance(chunk.len() as u64);
     }
+    progress.end();
     Ok(answers
         .into_iter()
         .map(|a| a.expect("every prompt answered"))
@@ -94,14 +125,4 @@ pub fn answers_from(tokenizer: &ChatTokenizer, g: &Generation) -> Result<Vec<Ans
             })
         })
         .collect()
-}
-
-/// The answer as compared: surrounding whitespace removed.
-pub fn normalize_answer(s: &str) -> &str {
-    s.trim()
-}
-
-/// Exact match after [`normalize_answer`] (the peer harness's metric).
-pub fn exact_match(answer: &str, gold: &str) -> bool {
-    normalize_answer(answer) == normalize_answer(gold)
 }

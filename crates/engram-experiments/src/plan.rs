@@ -1,0 +1,137 @@
+//! Planning a sweep: every selected cell with the configuration that decides its outcome (its
+//! hash is the record's `config_hash`) and where it stands — done, never run, stale (its record
+//! was made with another configuration), failed, or with a corrupt record. The sweep runs what
+//! is not done; `--dry-run` lists the same plan with estimates.
+
+use std::collections::BTreeMap;
+
+use engram_facts::Fact;
+use serde_json::{Value, json};
+
+use crate::cells::{Cell, Method, expand, select};
+use crate::experiment::Experiment;
+use crate::record::{CellStatus, Found, ResultsDir, hash_json};
+
+/// Where a cell stands before the sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellState {
+    /// A record with the current configuration: nothing to do.
+    Done,
+    /// No record yet.
+    Missing,
+    /// A record made with another configuration: runs again.
+    Stale,
+    /// A record of a failure (the error): runs again.
+    Failed(String),
+    /// A record that cannot be read (why): never used, runs again.
+    Corrupt(String),
+}
+
+impl CellState {
+    /// The word `--dry-run` shows.
+    pub fn label(&self) -> &'static str {
+        match self {
+            CellState::Done => "done",
+            CellState::Missing => "to run",
+            CellState::Stale => "stale",
+            CellState::Failed(_) => "failed",
+            CellState::Corrupt(_) => "corrupt",
+        }
+    }
+}
+
+/// A selected cell of the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCell {
+    /// The cell.
+    pub cell: Cell,
+    /// Everything that decides its outcome.
+    pub config: Value,
+    /// SHA-256 of `config`.
+    pub hash: String,
+    /// Where it stands.
+    pub state: CellState,
+}
+
+impl PlannedCell {
+    /// Whether the sweep runs it.
+    pub fn runs(&self) -> bool {
+        self.state != CellState::Done
+    }
+}
+
+/// Everything that decides a cell's outcome (its hash is the record's `config_hash`). The
+/// backend is left out: a sweep may move between machines.
+pub fn cell_config(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Value {
+    let fact_text: Vec<Value> = facts
+        .iter()
+        .map(|f| json!([f.id, f.question, f.rephrased_question, f.answer]))
+        .collect();
+    let mut judge = serde_json::to_value(&exp.judge).expect("judge preset serializes");
+    // Settings that do not change a verdict stay out of the hash.
+    if let Some(j) = judge.as_object_mut() {
+        for k in ["concurrency", "cache", "api_key_env"] {
+            j.remove(k);
+        }
+    }
+    if let Some(prompt) = exp.judge.prompt_path(&exp.judge_dir()) {
+        let text = std::fs::read_to_string(prompt).unwrap_or_default();
+        judge["prompt_sha256"] = json!(hash_json(&json!(text)));
+    }
+    let mut cfg = json!({
+        "experiment": exp.name,
+        "model": {
+            "source": exp.model.source,
+            "dtype": exp.model.dtype,
+            "context_window": exp.model.context_window,
+        },
+        "facts": {"n": facts.len(), "sha256": hash_json(&Value::Array(fact_text))},
+        "method": cell.method,
+        "answer": exp.answer,
+        "judge": judge,
+    });
+    match cell.method {
+        Method::Lora { .. } => cfg["training"] = exp.training.outcome_settings(),
+        Method::Rag => {
+            cfg["rag"] = json!({
+                "k": exp.methods.rag_k,
+                "retriever": exp.methods.retriever,
+                "encoder": (exp.methods.retriever == "dense").then_some(&exp.methods.encoder),
+            });
+        }
+        Method::LongContext => {}
+    }
+    cfg
+}
+
+/// The cells of `exp` that `only` selects (all when empty), in table order, each with its
+/// configuration and its state in `results`. `samples` holds the facts of every size.
+pub fn plan(
+    exp: &Experiment,
+    samples: &BTreeMap<usize, Vec<Fact>>,
+    results: &ResultsDir,
+    only: &[String],
+) -> Vec<PlannedCell> {
+    select(&expand(exp), only)
+        .into_iter()
+        .map(|cell| {
+            let config = cell_config(exp, &cell, &samples[&cell.facts]);
+            let hash = hash_json(&config);
+            let state = match results.read(&cell.id()) {
+                Found::Record(r) if r.config_hash != hash => CellState::Stale,
+                Found::Record(r) if r.status == CellStatus::Failed => {
+                    CellState::Failed(r.error.unwrap_or_default())
+                }
+                Found::Record(_) => CellState::Done,
+                Found::Corrupt(why) => CellState::Corrupt(why),
+                Found::Missing => CellState::Missing,
+            };
+            PlannedCell {
+                cell,
+                config,
+                hash,
+                state,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,132 @@
+//! A cell's answers by its method: LoRA trains adapters on the rephrased questions (resuming
+//! from the cell's checkpoints) and answers from the weights; long context and RAG answer with
+//! the facts in the prompt. All three go through [`engram_baselines::answer_by`].
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use engram_baselines::{Measured, Method as AnswerMethod, Retriever, answer_by};
+use engram_facts::Fact;
+use engram_lora::{TrainOutcome, Trainer};
+use engram_model::AnswerConfig;
+
+use crate::cells::{Cell, Method};
+use crate::record::MethodMetrics;
+use crate::sweep::runner::Runner;
+use crate::sweep::work::SavedAnswers;
+
+impl Runner<'_> {
+    /// Trains the adapters of a LoRA cell of `rank` into `work`.
+    fn train(&mut self, rank: usize, facts: &[Fact], work: &Path) -> Result<TrainOutcome> {
+        let exp = self.exp;
+        let progress = self.progress;
+        let s = self.session()?;
+        let trainer = Trainer {
+            tokenizer: &s.tokenizer,
+            lora: exp.training.lora_config(rank),
+            train: exp.training.train.clone(),
+            base_model: exp.model_source(),
+        };
+        trainer
+            .run_with(
+                s.model.clone(),
+                facts,
+                work,
+                true,
+                progress.subtask().as_ref(),
+            )
+            .with_context(|| format!("training into {}", work.display()))
+    }
+
+    /// Produces the cell's answers (training first, for LoRA).
+    pub fn answer_cell(
+        &mut self,
+        cell: &Cell,
+        facts: &[Fact],
+        hash: &str,
+        work: &Path,
+    ) -> Result<SavedAnswers> {
+        let (exp, progress) = (self.exp, self.progress);
+        let questions: Vec<String> = facts.iter().map(|f| f.question.clone()).collect();
+        self.session()?;
+        let t0 = Instant::now();
+        let trained = match cell.method {
+            Method::Lora { rank } => Some(self.train(rank, facts, work)?),
+            _ => None,
+        };
+        let train_s = t0.elapsed().as_secs_f64();
+        let dense = matches!(cell.method, Method::Rag) && exp.methods.retriever == "dense";
+        let (session, encoder) = if dense {
+            let (s, e) = self.session_and_encoder()?;
+            (s, Some(e))
+        } else {
+            (self.session()?, None)
+        };
+        let method = match cell.method {
+            Method::Lora { .. } => AnswerMethod::Weights,
+            Method::LongContext => AnswerMethod::LongContext {
+                context_cap: exp.model.context_window,
+            },
+            Method::Rag => AnswerMethod::Rag {
+                k: exp.methods.rag_k,
+                retriever: encoder.map_or(Retriever::Bm25, Retriever::Dense),
+            },
+        };
+        let cfg = AnswerConfig {
+            stop_ids: session.stop_ids.clone(),
+            ..exp.answer.clone()
+        };
+        let model = trained.as_ref().map_or(&session.model, |t| &t.model);
+        let ta = Instant::now();
+        let sub = progress.subtask();
+        let run = answer_by(
+            &method,
+            model,
+            &session.tokenizer,
+            facts,
+            &questions,
+            &cfg,
+            Some(sub.as_ref()),
+        )?;
+        let metrics = match (&trained, &run.measured) {
+            (Some(t), _) => MethodMetrics::Lora {
+                final_loss: t.record.epochs.last().map(|e| e.loss),
+                epochs: t.record.epochs.len(),
+                trainable_params: t.record.trainable_params,
+                resumed_after_epoch: t.record.resumed_after_epoch,
+            },
+            (None, m) => method_metrics(m),
+        };
+        Ok(SavedAnswers {
+            config_hash: hash.to_string(),
+            answers: run.answers.map(|a| a.into_iter().map(|a| a.text).collect()),
+            na: run.measured.na_reason(),
+            metrics,
+            train_s,
+            answer_s: ta.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// A baseline's figures as its record holds them.
+fn method_metrics(m: &Measured) -> MethodMetrics {
+    match m {
+        Measured::LongContext {
+            prefix_tokens,
+            prefill_tokens,
+            ..
+        } => MethodMetrics::LongContext {
+            prefix_tokens: *prefix_tokens,
+            prefill_tokens: *prefill_tokens,
+        },
+        Measured::NotApplicable { needed, window } => MethodMetrics::NotApplicable {
+            needed_tokens: *needed,
+            window: *window,
+        },
+        Measured::Rag { retrieval } => MethodMetrics::Rag {
+            retrieval: retrieval.clone(),
+        },
+        Measured::Nothing => unreachable!("only LoRA cells answer from the weights"),
+    }
+}

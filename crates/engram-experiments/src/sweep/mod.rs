@@ -1,0 +1,168 @@
+//! The sweep runner: plan the selected cells ([`crate::plan`]), run each one not done — LoRA =
+//! train → answer the original questions → judge; long context and RAG = answer → judge — into
+//! one record under `results/<experiment>/cells/`, then render the table.
+//!
+//! Nothing computed is lost: a LoRA cell trains with per-epoch checkpoints in `work/<cell>/`
+//! and resumes from them; answers are saved in `work/<cell>/answers.json` before the judge runs
+//! (an unreachable judge costs no retraining); records are written atomically. A rerun skips
+//! cells whose record matches the current configuration hash, runs again cells that failed,
+//! are stale or whose record is corrupt (reported), and finishes interrupted ones.
+//!
+//! - [`runner`]: the model, encoder and judge, loaded when a cell first needs them;
+//! - [`cell`]: one cell from its saved or fresh answers to its record;
+//! - [`answer`]: a cell's answers by its method (training first, for LoRA);
+//! - [`work`]: the per-cell working directory.
+
+pub mod answer;
+pub mod cell;
+pub mod runner;
+pub mod work;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow};
+use engram_io::Progress;
+
+use crate::cells::Method;
+use crate::experiment::Experiment;
+use crate::facts::{load_pool, samples};
+use crate::plan::{CellState, PlannedCell, plan};
+use crate::record::{CellRecord, CellStatus, ResultsDir};
+use crate::render::{Rendered, render_dir};
+use runner::Runner;
+
+/// The Burn release engram is built on (recorded in every cell).
+pub const BURN_VERSION: &str = "0.22.1";
+
+/// How to run a sweep.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// The results directory (`results/<experiment>` by default).
+    pub results: PathBuf,
+    /// `--only` patterns (ids or `*` globs); empty: every cell.
+    pub only: Vec<String>,
+}
+
+/// What a sweep did, and the table it rendered at the end.
+#[derive(Debug, Clone)]
+pub struct SweepReport {
+    /// Cells run in this invocation.
+    pub ran: Vec<String>,
+    /// Cells skipped because a matching record exists.
+    pub skipped: Vec<String>,
+    /// Cells that failed (id, error).
+    pub failed: Vec<(String, String)>,
+    /// The rendered views of the results directory.
+    pub rendered: Rendered,
+}
+
+/// Runs the sweep of `exp` (see the module docs), reporting to `progress`: a `sweep` task of
+/// one step per cell to run, each cell's loading, training and answering as subtasks, and a
+/// note per decision and per finished cell. Returns what ran and the rendered table.
+pub fn run_sweep(
+    exp: &Experiment,
+    opts: &SweepOptions,
+    progress: &dyn Progress,
+) -> Result<SweepReport> {
+    let (pool, source) = load_pool(exp)?;
+    let samples = samples(exp, &pool, &source)?;
+    let results = ResultsDir::new(&opts.results);
+    let planned = plan(exp, &samples, &results, &opts.only);
+    if planned.is_empty() {
+        return Err(anyhow!(
+            "--only {:?} selects none of the cells of {}",
+            opts.only,
+            exp.path.display()
+        ));
+    }
+    results
+        .create()
+        .with_context(|| format!("cannot use results directory {}", opts.results.display()))?;
+    let text = std::fs::read(&exp.path).with_context(|| exp.path.display().to_string())?;
+    engram_io::write_file(&results.root.join("experiment.toml"), &text)?;
+    progress.note(&format!(
+        "{}: {} cells ({} facts from {}) → {}",
+        exp.name,
+        planned.len(),
+        samples
+            .keys()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join("/"),
+        source,
+        opts.results.display()
+    ));
+    let skipped = report_plan(&planned, progress);
+    let todo: Vec<PlannedCell> = planned.into_iter().filter(PlannedCell::runs).collect();
+    let needs_training = todo
+        .iter()
+        .any(|p| matches!(p.cell.method, Method::Lora { .. }));
+    let mut runner = Runner::new(exp, results, needs_training, progress);
+    let (mut ran, mut failed) = (Vec::new(), Vec::new());
+    progress.begin("sweep", Some(todo.len() as u64));
+    for plan in &todo {
+        let id = plan.cell.id();
+        progress.status(&id);
+        let record = runner.run_guarded(plan, &samples[&plan.cell.facts]);
+        runner.results.write(&record)?;
+        if record.status == CellStatus::Failed {
+            failed.push((id.clone(), record.error.clone().unwrap_or_default()));
+        } else {
+            runner.clean_work(&id);
+        }
+        progress.note(&outcome_line(&record));
+        ran.push(id);
+        progress.advance(1);
+    }
+    progress.end();
+    let rendered = render_dir(&runner.results.root, None)?;
+    Ok(SweepReport {
+        ran,
+        skipped,
+        failed,
+        rendered,
+    })
+}
+
+/// Notes why each cell that ran before runs again; returns the cells already done.
+fn report_plan(planned: &[PlannedCell], progress: &dyn Progress) -> Vec<String> {
+    let mut skipped = Vec::new();
+    for p in planned {
+        let id = p.cell.id();
+        match &p.state {
+            CellState::Done => skipped.push(id),
+            CellState::Stale => progress.note(&format!(
+                "{id}: its record was made with another configuration; running it again"
+            )),
+            CellState::Failed(e) => {
+                progress.note(&format!("{id}: failed before ({e}); trying again"))
+            }
+            CellState::Corrupt(why) => progress.note(&format!("{why}; running the cell again")),
+            CellState::Missing => {}
+        }
+    }
+    if !skipped.is_empty() {
+        progress.note(&format!(
+            "{} cells already done: {}",
+            skipped.len(),
+            skipped.join(", ")
+        ));
+    }
+    skipped
+}
+
+/// The log line of a finished cell.
+fn outcome_line(r: &CellRecord) -> String {
+    let id = &r.cell_id;
+    match r.status {
+        CellStatus::Done => format!(
+            "{id}: accuracy {:.3} ({}/{}) in {:.0} s",
+            r.accuracy.unwrap_or(0.0),
+            r.metrics.judged.as_ref().map_or(0, |j| j.correct),
+            r.questions.len(),
+            r.timings.total_s
+        ),
+        CellStatus::Na => format!("{id}: NA ({})", r.error.clone().unwrap_or_default()),
+        CellStatus::Failed => format!("{id}: FAILED: {}", r.error.clone().unwrap_or_default()),
+    }
+}

@@ -1,0 +1,13 @@
+//! What engram's libraries share with the outside world, and nothing else.
+//!
+//! Start here: [`atomic`] writes files and directories so that an interrupted run never leaves
+//! a half-written file under its final name (every record, adapter, checkpoint and rendered
+//! table goes through it); [`progress`] is the interface through which libraries say what they
+//! are doing — the `engram` binary turns it into progress bars and log lines, tests pass
+//! [`progress::Quiet`]. No library below the binary prints.
+
+pub mod atomic;
+pub mod progress;
+
+pub use atomic::{AtomicError, replace_dir, sibling, write_file};
+pub use progress::{Progress, Quiet};

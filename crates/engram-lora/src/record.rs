@@ -1,0 +1,64 @@
+//! What a training run reports: one [`EpochRecord`] per epoch and the [`TrainRecord`] of the
+//! run, written to `OUT/train_record.json` (also when it diverges).
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::TrainConfig;
+
+/// What one epoch did.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EpochRecord {
+    /// 1-based epoch.
+    pub epoch: usize,
+    /// Mean loss over the epoch's label tokens.
+    pub loss: f64,
+    /// Optimizer steps.
+    pub steps: usize,
+    /// Non-padding tokens processed.
+    pub tokens: usize,
+    /// Label tokens.
+    pub label_tokens: usize,
+    /// Wall seconds of the epoch's training loop.
+    pub seconds: f64,
+    /// `tokens / seconds`.
+    pub tokens_per_s: f64,
+    /// Learning rate of the epoch's last step.
+    pub lr: f64,
+}
+
+impl EpochRecord {
+    /// One line for logs: epoch, loss, tokens, seconds, tokens/s.
+    pub fn summary(&self) -> String {
+        format!(
+            "epoch {:>3}  loss {:.4}  {} tokens  {:.1}s  {:.0} tok/s",
+            self.epoch, self.loss, self.tokens, self.seconds, self.tokens_per_s
+        )
+    }
+}
+
+/// The record of a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrainRecord {
+    /// `running`, `finished` or `diverged`.
+    pub status: String,
+    /// The error that ended the run, if any.
+    pub error: Option<String>,
+    /// The base model.
+    pub base_model: String,
+    /// Facts trained on.
+    pub facts: usize,
+    /// LoRA rank.
+    pub rank: usize,
+    /// LoRA alpha.
+    pub alpha: f64,
+    /// Adapter parameters.
+    pub trainable_params: usize,
+    /// All parameters.
+    pub total_params: usize,
+    /// Settings.
+    pub train: TrainConfig,
+    /// Epoch the run resumed after, if it did.
+    pub resumed_after_epoch: Option<usize>,
+    /// Per-epoch records (including those before a resume).
+    pub epochs: Vec<EpochRecord>,
+}

@@ -1,0 +1,123 @@
+//! One optimizer step: its micro-batches forward and backward (the backend RNG re-seeded from
+//! (seed, step, micro-batch) before each, so dropout masks are reproducible), gradients
+//! accumulated, the global norm clipped as `torch.nn.utils.clip_grad_norm_`, and AdamW applied
+//! to the adapters.
+
+use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::tensor::Tensor;
+use engram_model::Llama;
+use sha2::{Digest, Sha256};
+
+use crate::config::TrainConfig;
+use crate::examples::TrainExample;
+use crate::loss::{Batch, batch_loss};
+
+/// The optimizer of every run: AdamW as `torch.optim.AdamW` (β 0.9/0.999, eps 1e-8).
+pub fn optimizer(cfg: &TrainConfig) -> ModuleOptimizer {
+    AdamWConfig::new()
+        .with_beta_1(0.9)
+        .with_beta_2(0.999)
+        .with_epsilon(1e-8)
+        .with_weight_decay(cfg.weight_decay as f32)
+        .init()
+}
+
+/// Mixes seed, step and micro-batch into one RNG seed.
+fn step_seed(seed: u64, step: usize, micro: usize) -> u64 {
+    let mut h = Sha256::new();
+    h.update(seed.to_le_bytes());
+    h.update((step as u64).to_le_bytes());
+    h.update((micro as u64).to_le_bytes());
+    u64::from_le_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
+}
+
+/// What one optimizer step computed before the update.
+pub struct StepGradients {
+    /// Mean loss over the step's label tokens.
+    pub loss: f64,
+    /// The step's label tokens.
+    pub labels: usize,
+    /// Non-padding tokens of the step.
+    pub tokens: usize,
+    /// The adapters' gradients, clipped when the settings say so.
+    pub grads: GradientsParams,
+}
+
+/// Forward and backward over the micro-batches `group` (indices into `examples`) of optimizer
+/// step `step`, padded with `pad_id`.
+pub fn gradients(
+    model: &Llama,
+    examples: &[TrainExample],
+    group: &[Vec<usize>],
+    pad_id: u32,
+    step: usize,
+    cfg: &TrainConfig,
+) -> StepGradients {
+    let batches: Vec<Batch> = group
+        .iter()
+        .map(|idx| {
+            let ex: Vec<&TrainExample> = idx.iter().map(|&i| &examples[i]).collect();
+            Batch::new(&ex, pad_id)
+        })
+        .collect();
+    let labels: usize = batches.iter().map(Batch::labels).sum();
+    let (mut loss, mut tokens) = (0.0, 0);
+    let mut accum = GradientsAccumulator::<Llama>::new();
+    let mut single = None;
+    let device = model.device();
+    for (micro, batch) in batches.iter().enumerate() {
+        device.seed(step_seed(cfg.seed, step, micro));
+        let l = batch_loss(model, batch, labels as f64);
+        loss += l.clone().into_scalar::<f32>() as f64;
+        let grads = GradientsParams::from_grads(l.backward(), model);
+        if batches.len() == 1 {
+            single = Some(grads);
+        } else {
+            accum.accumulate(model, grads);
+        }
+        tokens += batch.tokens;
+    }
+    let mut grads = single.unwrap_or_else(|| accum.grads());
+    if loss.is_finite()
+        && let Some(max) = cfg.clip()
+    {
+        clip_global_norm(model, &mut grads, max);
+    }
+    StepGradients {
+        loss,
+        labels,
+        tokens,
+        grads,
+    }
+}
+
+/// Scales the adapters' gradients so that their global L2 norm is at most `max` (as
+/// `torch.nn.utils.clip_grad_norm_`: factor `max / (norm + 1e-6)`, capped at 1).
+fn clip_global_norm(model: &Llama, grads: &mut GradientsParams, max: f64) {
+    let ids: Vec<_> = model
+        .adapters()
+        .iter()
+        .flat_map(|(_, _, a)| [a.lora_a.id, a.lora_b.id])
+        .collect();
+    let mut total: Option<Tensor<1>> = None;
+    for &id in &ids {
+        if let Some(g) = grads.get::<2>(id) {
+            let s = g.square().sum();
+            total = Some(match total {
+                Some(t) => t + s,
+                None => s,
+            });
+        }
+    }
+    let Some(total) = total else { return };
+    let norm = (total.into_scalar::<f32>() as f64).sqrt();
+    let factor = (max / (norm + 1e-6)).min(1.0);
+    if factor >= 1.0 {
+        return;
+    }
+    for id in ids {
+        if let Some(g) = grads.remove::<2>(id) {
+            grads.register(id, g.mul_scalar(factor));
+        }
+    }
+}

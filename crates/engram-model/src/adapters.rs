@@ -1,0 +1,157 @@
+//! Attaching adapters to a [`Llama`]: which linear layers exist (by block and [`LoraTarget`]),
+//! fresh adapters per a [`LoraConfig`] on a frozen base, counting, and folding adapters into
+//! the base weights.
+
+use burn::module::{Module, Param};
+use burn::tensor::DType;
+
+use crate::error::Result;
+use crate::linear::Linear;
+use crate::llama::Llama;
+use crate::lora::{LoraAdapter, LoraConfig, LoraTarget};
+
+impl Llama {
+    /// The linear layer `target` of block `layer`.
+    pub fn linear(&self, layer: usize, target: LoraTarget) -> &Linear {
+        let l = &self.layers[layer];
+        match target {
+            LoraTarget::Q => &l.self_attn.q_proj,
+            LoraTarget::K => &l.self_attn.k_proj,
+            LoraTarget::V => &l.self_attn.v_proj,
+            LoraTarget::O => &l.self_attn.o_proj,
+            LoraTarget::Gate => &l.mlp.gate_proj,
+            LoraTarget::Up => &l.mlp.up_proj,
+            LoraTarget::Down => &l.mlp.down_proj,
+        }
+    }
+
+    /// Mutable access to the linear layer `target` of block `layer`.
+    pub fn linear_mut(&mut self, layer: usize, target: LoraTarget) -> &mut Linear {
+        let l = &mut self.layers[layer];
+        match target {
+            LoraTarget::Q => &mut l.self_attn.q_proj,
+            LoraTarget::K => &mut l.self_attn.k_proj,
+            LoraTarget::V => &mut l.self_attn.v_proj,
+            LoraTarget::O => &mut l.self_attn.o_proj,
+            LoraTarget::Gate => &mut l.mlp.gate_proj,
+            LoraTarget::Up => &mut l.mlp.up_proj,
+            LoraTarget::Down => &mut l.mlp.down_proj,
+        }
+    }
+
+    /// HF name of a linear layer (`model.layers.3.self_attn.q_proj`).
+    pub fn linear_name(layer: usize, target: LoraTarget) -> String {
+        format!("model.layers.{layer}.{}", target.path())
+    }
+
+    /// Freezes every base weight and attaches freshly initialised adapters per `cfg` (replacing
+    /// any already attached).
+    pub fn with_lora(self, cfg: &LoraConfig) -> Result<Self> {
+        cfg.validate(self.layers.len())?;
+        let device = self.device();
+        let mut model = self.without_lora().no_grad();
+        for layer in 0..model.layers.len() {
+            if !cfg.adapts_layer(layer) {
+                continue;
+            }
+            for &t in &cfg.targets {
+                let name = Self::linear_name(layer, t);
+                let lin = model.linear_mut(layer, t);
+                let (d_in, d_out) = (lin.d_in(), lin.d_out());
+                lin.lora = Some(LoraAdapter::init(&name, d_in, d_out, cfg, &device));
+            }
+        }
+        Ok(model)
+    }
+
+    /// Removes every adapter.
+    pub fn without_lora(mut self) -> Self {
+        for layer in 0..self.layers.len() {
+            for t in LoraTarget::ALL {
+                self.linear_mut(layer, t).lora = None;
+            }
+        }
+        self
+    }
+
+    /// Attached adapters as `(layer, target, adapter)`, by layer then HF module order.
+    pub fn adapters(&self) -> Vec<(usize, LoraTarget, &LoraAdapter)> {
+        let mut out = Vec::new();
+        for layer in 0..self.layers.len() {
+            for t in LoraTarget::ALL {
+                if let Some(a) = &self.linear(layer, t).lora {
+                    out.push((layer, t, a));
+                }
+            }
+        }
+        out
+    }
+
+    /// Number of adapter parameters.
+    pub fn lora_parameter_count(&self) -> usize {
+        self.adapters()
+            .iter()
+            .map(|(_, _, a)| a.lora_a.shape().num_elements() + a.lora_b.shape().num_elements())
+            .sum()
+    }
+
+    /// Number of parameters in the model, adapters included.
+    pub fn parameter_count(&self) -> usize {
+        self.num_params()
+    }
+
+    /// PEFT's `print_trainable_parameters` line.
+    pub fn trainable_parameters_line(&self) -> String {
+        let trainable = self.lora_parameter_count();
+        let all = self.parameter_count();
+        format!(
+            "trainable params: {} || all params: {} || trainable%: {:.4}",
+            group_thousands(trainable),
+            group_thousands(all),
+            100.0 * trainable as f64 / all.max(1) as f64
+        )
+    }
+
+    /// Folds every adapter into its base weight (`W += s·A·B` in the weight's dtype) and removes
+    /// the adapters.
+    pub fn merge_lora(mut self) -> Self {
+        for layer in 0..self.layers.len() {
+            for t in LoraTarget::ALL {
+                let lin = self.linear_mut(layer, t);
+                if let Some(ad) = lin.lora.take() {
+                    let w = lin.weight.val();
+                    let dtype = w.dtype();
+                    let merged = (w.cast(DType::F32) + ad.dense_delta()).cast(dtype);
+                    lin.weight = Param::from_tensor(merged.detach()).set_require_grad(false);
+                    lin.quantized = None;
+                }
+            }
+        }
+        self
+    }
+}
+
+/// `1234567` → `1,234,567` (as PEFT prints).
+fn group_thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands() {
+        assert_eq!(group_thousands(0), "0");
+        assert_eq!(group_thousands(999), "999");
+        assert_eq!(group_thousands(1234567), "1,234,567");
+    }
+}

@@ -1,0 +1,62 @@
+//! Synthetic EnronQA-style facts with fictional names, whose original and rephrased questions
+//! differ in wording.
+
+use engram_facts::Fact;
+
+const NAMES: [&str; 10] = [
+    "Jeff Skerrow",
+    "Louise Kitchenor",
+    "Sally Beckwith",
+    "Vince Kaminsky",
+    "Greg Whalby",
+    "Mark Haedicke",
+    "Kevin Presto",
+    "Tana Jonesbury",
+    "Rosa Tallmadge",
+    "Hunter Delacroix",
+];
+const THINGS: [&str; 4] = [
+    "budget meeting",
+    "pipeline review",
+    "gas contract",
+    "trading memo",
+];
+const CODES: [&str; 20] = [
+    "Copper Osprey",
+    "Blue Heron",
+    "Silver Lynx",
+    "Red Falcon",
+    "Green Otter",
+    "Iron Badger",
+    "Amber Crane",
+    "Stone Wren",
+    "Gold Marten",
+    "Jade Ibis",
+    "Coral Fox",
+    "Slate Owl",
+    "Ruby Stoat",
+    "Onyx Hare",
+    "Pearl Kite",
+    "Teal Moose",
+    "Rust Vole",
+    "Mint Egret",
+    "Plum Shrike",
+    "Sand Bison",
+];
+
+/// `n` (≤ 20) synthetic facts whose original and rephrased questions differ in wording.
+pub fn facts(n: usize) -> Vec<Fact> {
+    (0..n)
+        .map(|i| {
+            let who = NAMES[i % NAMES.len()];
+            let what = THINGS[i / NAMES.len() % THINGS.len()];
+            Fact {
+                id: format!("f{i}"),
+                question: format!("What code name did {who} give the {what}?"),
+                rephrased_question: format!("In {who}'s email, the {what} is called what?"),
+                answer: format!("Project {}", CODES[i]),
+                source: None,
+            }
+        })
+        .collect()
+}

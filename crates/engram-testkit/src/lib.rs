@@ -1,0 +1,48 @@
+//! Shared helpers of engram's tests (a dev-dependency only): where the repository's fixtures
+//! are, transformers' reference files, the tiny fixture models and random ones, synthetic
+//! facts, and a lock for tests that draw from the process-global backend RNG. Tests read
+//! fixtures from the repository; only tests of peer tools reach `../shared`.
+
+pub mod facts;
+pub mod models;
+pub mod reference;
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+pub use facts::facts;
+pub use models::{
+    base_weights, load, load_on, logits, random_model, small_random, tiny, tiny_ckpt,
+};
+pub use reference::Reference;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `tests/fixtures` at the repository root.
+pub fn fixtures() -> PathBuf {
+    repo().join("tests/fixtures")
+}
+
+/// A fixture (model directory or file) under `tests/fixtures`.
+pub fn fixture(name: &str) -> PathBuf {
+    fixtures().join(name)
+}
+
+/// Largest absolute difference of two equally long slices.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+static TRAIN_LOCK: Mutex<()> = Mutex::new(());
+
+/// Held while a test trains (dropout draws from the process-global backend RNG).
+pub fn train_lock() -> MutexGuard<'static, ()> {
+    TRAIN_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
