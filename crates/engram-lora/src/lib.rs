@@ -16,6 +16,7 @@ pub mod examples;
 pub mod loss;
 pub mod merge;
 pub mod peft;
+pub mod probe;
 pub mod record;
 pub mod schedule;
 pub mod step;

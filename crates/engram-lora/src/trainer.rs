@@ -95,8 +95,17 @@ impl Trainer<'_> {
         if t.max_grad_norm.is_some_and(|n| n.is_nan() || n < 0.0) {
             return bad("max grad norm must be positive (0 turns clipping off)");
         }
-        if !model.device().is_autodiff() {
+        let device = model.device();
+        if !device.is_autodiff() {
             return bad("training needs an autodiff device (Device::autodiff())");
+        }
+        if model.embed_tokens.val().dtype() == burn::tensor::DType::F16
+            && device.inner() != burn::tensor::Device::flex()
+        {
+            return bad(
+                "f16 LoRA training is refused on GPU backends: Burn reports wrong f16 gradients \
+                 there (tracel-ai/burn#5162); train with --dtype bf16 or f32",
+            );
         }
         self.lora.validate(model.layers.len())?;
         Ok(())

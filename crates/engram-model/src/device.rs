@@ -1,7 +1,9 @@
 //! Choosing the compute backend at run time by name. GPU backends exist only in builds with the
 //! matching cargo feature (`cuda`, `wgpu`).
 
-use burn::tensor::Device;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{Device, Tensor};
 
 use crate::error::{ModelError, Result};
 
@@ -52,6 +54,171 @@ pub fn device_from_name(name: &str) -> Result<Device> {
     }
 }
 
+/// [`device_from_name`], then opened with one tiny operation, so that a backend that cannot
+/// start fails here with a named reason — no CUDA driver, no `libdevice`, no wgpu adapter —
+/// instead of panicking in the middle of a model load.
+pub fn open_device(name: &str) -> Result<Device> {
+    let device = device_from_name(name)?;
+    let kind = name.split(':').next().unwrap_or(name).to_ascii_lowercase();
+    if kind == "cuda" {
+        find_libdevice().map_err(|looked| ModelError::Device {
+            backend: name.into(),
+            reason: format!(
+                "libdevice.10.bc not found (looked in {looked}): set CUDA_PATH to a directory \
+                 holding nvvm/libdevice/libdevice.10.bc (the CUDA bundle's launcher sets it; PyPI \
+                 nvidia-cuda-nvcc-cu12 ships the file)"
+            ),
+        })?;
+    }
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Tensor::<1>::ones([4], &device).sum().into_scalar::<f32>()
+    }));
+    std::panic::set_hook(hook);
+    match ran {
+        Ok(4.0) => Ok(device),
+        Ok(v) => Err(ModelError::Device {
+            backend: name.into(),
+            reason: format!("the sum of four ones came out as {v}"),
+        }),
+        Err(panic) => Err(ModelError::Device {
+            backend: name.into(),
+            reason: explain_panic(&kind, &panic_text(panic.as_ref())),
+        }),
+    }
+}
+
+/// The text of a caught panic.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// What a backend's start-up panic means, and what to do about it.
+fn explain_panic(kind: &str, msg: &str) -> String {
+    let lower = msg.to_ascii_lowercase();
+    if kind == "cuda" && (lower.contains("dynamically load") || lower.contains("libcuda")) {
+        return format!(
+            "the CUDA driver (libcuda.so.1) could not be loaded: install the NVIDIA driver, and \
+             run where the GPU is visible ({msg})"
+        );
+    }
+    if kind == "cuda" {
+        return format!("the CUDA device did not start: {msg}");
+    }
+    if lower.contains("adapter") {
+        return format!(
+            "no wgpu adapter: install a Vulkan driver (the GPU vendor's, or Mesa's software one: \
+             apt-get install mesa-vulkan-drivers), or pick an adapter with \
+             CUBECL_WGPU_DEFAULT_DEVICE ({msg})"
+        );
+    }
+    msg.to_string()
+}
+
+/// Toolkit locations cubecl-llvm falls back to when `CUDA_PATH` is unset.
+const CUDA_ROOTS: [&str; 4] = ["/usr/local/cuda", "/opt/cuda", "/usr/lib/cuda", "/usr"];
+
+/// Where cubecl-llvm will find `libdevice.10.bc` (it links it into kernels that call math
+/// functions: exp, SiLU, softmax): under `$CUDA_PATH`, else the first of [`CUDA_ROOTS`] with an
+/// `nvvm/libdevice` directory. The error lists where it looked.
+pub fn find_libdevice() -> std::result::Result<PathBuf, String> {
+    libdevice_in(
+        std::env::var_os("CUDA_PATH").map(PathBuf::from),
+        &CUDA_ROOTS,
+    )
+}
+
+fn libdevice_in(
+    cuda_path: Option<PathBuf>,
+    roots: &[&str],
+) -> std::result::Result<PathBuf, String> {
+    let file = |root: &Path| root.join("nvvm/libdevice/libdevice.10.bc");
+    let root = match cuda_path {
+        Some(p) => Some(p),
+        None => roots
+            .iter()
+            .map(Path::new)
+            .find(|r| r.join("nvvm/libdevice").is_dir())
+            .map(Path::to_path_buf),
+    };
+    match root {
+        Some(r) if file(&r).is_file() => Ok(file(&r)),
+        Some(r) => Err(format!(
+            "{} (from CUDA_PATH or the toolkit found)",
+            file(&r).display()
+        )),
+        None => Err(format!(
+            "CUDA_PATH is unset and none of {} has nvvm/libdevice",
+            roots.join(", ")
+        )),
+    }
+}
+
+/// The name the device gives itself (`NVIDIA H200`, `llvmpipe (LLVM 15.0.6, 256 bits)`), where
+/// the backend reports one.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub fn device_name(device: &Device) -> Option<String> {
+    device.identity().map(|i| i.name)
+}
+
+/// The name the device gives itself, where the backend reports one (none in a CPU-only build).
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+pub fn device_name(_device: &Device) -> Option<String> {
+    None
+}
+
+/// The memory a backend's device has in all, in bytes, where it can be told without opening
+/// it: a CUDA device's (the driver's `cuDeviceTotalMem`), the machine's for the CPU backend
+/// (`MemTotal`); `None` for wgpu and wherever it cannot be read.
+pub fn device_memory(name: &str) -> Option<u64> {
+    let lower = name.to_ascii_lowercase();
+    let (kind, index) = match lower.split_once(':') {
+        Some((k, i)) => (k, i.parse::<usize>().ok()?),
+        None => (lower.as_str(), 0),
+    };
+    match kind {
+        "cpu" | "flex" => {
+            let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+            meminfo_total(&text)
+        }
+        "cuda" => cuda_memory(index),
+        _ => None,
+    }
+}
+
+/// `MemTotal` of a `/proc/meminfo` text, in bytes.
+fn meminfo_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_memory(index: usize) -> Option<u64> {
+    use cudarc::driver::result;
+    // cudarc loads the driver on first use and panics when it is missing.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let bytes = std::panic::catch_unwind(|| {
+        result::init().ok()?;
+        let dev = result::device::get(index as std::ffi::c_int).ok()?;
+        // SAFETY: `dev` was returned by `device::get`.
+        unsafe { result::device::total_mem(dev) }.ok()
+    });
+    std::panic::set_hook(hook);
+    bytes.ok().flatten().map(|b| b as u64)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_memory(_index: usize) -> Option<u64> {
+    None
+}
+
 #[cfg(feature = "wgpu")]
 fn wgpu_device(index: Option<usize>) -> Option<Device> {
     use burn::tensor::DeviceKind;
@@ -79,6 +246,49 @@ fn cuda_device(_index: usize) -> Option<Device> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn libdevice_is_found_or_the_places_looked_are_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = libdevice_in(Some(tmp.path().to_path_buf()), &CUDA_ROOTS).unwrap_err();
+        assert!(e.contains("nvvm/libdevice/libdevice.10.bc"), "{e}");
+        let e = libdevice_in(None, &["/nonexistent-a", "/nonexistent-b"]).unwrap_err();
+        assert!(
+            e.contains("CUDA_PATH is unset") && e.contains("/nonexistent-b"),
+            "{e}"
+        );
+        let dir = tmp.path().join("nvvm/libdevice");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("libdevice.10.bc"), b"BC").unwrap();
+        let found = libdevice_in(Some(tmp.path().to_path_buf()), &CUDA_ROOTS).unwrap();
+        assert_eq!(found, dir.join("libdevice.10.bc"));
+    }
+
+    #[test]
+    fn memory_totals_are_read() {
+        assert_eq!(
+            meminfo_total("MemTotal:       24576000 kB\nMemFree: 1 kB\n"),
+            Some(24_576_000 * 1024)
+        );
+        assert_eq!(meminfo_total("nothing"), None);
+        if std::path::Path::new("/proc/meminfo").exists() {
+            assert!(device_memory("cpu").is_some_and(|b| b > 1 << 20));
+        }
+        assert_eq!(device_memory("wgpu"), None);
+    }
+
+    #[test]
+    fn the_cpu_device_opens() {
+        assert!(open_device("cpu").is_ok());
+        assert!(
+            explain_panic(
+                "cuda",
+                "Unable to dynamically load the \"cuda\" shared library"
+            )
+            .contains("install the NVIDIA driver")
+        );
+        assert!(explain_panic("wgpu", "No possible adapter available").contains("Vulkan"));
+    }
 
     #[test]
     fn unknown_backend_is_named() {

@@ -49,6 +49,14 @@ pub enum ModelError {
         /// What was asked for.
         name: String,
     },
+    /// The device cannot hold weights in this dtype (wgpu's WGSL has no bf16, for one).
+    #[error("the device {device} does not support {dtype} weights: use --dtype f32 there")]
+    UnsupportedDtype {
+        /// The dtype asked for.
+        dtype: String,
+        /// The device.
+        device: String,
+    },
     /// A backend name that is not compiled in or does not exist.
     #[error("unknown backend `{name}`: {hint}")]
     UnknownBackend {
@@ -56,6 +64,14 @@ pub enum ModelError {
         name: String,
         /// What is available.
         hint: String,
+    },
+    /// A backend that is compiled in but cannot start on this machine.
+    #[error("backend `{backend}` cannot start: {reason}")]
+    Device {
+        /// The backend asked for.
+        backend: String,
+        /// Why, and what to do.
+        reason: String,
     },
     /// A bad LoRA setting or adapter (rank 0, unknown target module, shape mismatch...).
     #[error("{0}")]

@@ -34,7 +34,7 @@ pub use answer::{
 };
 pub use burn;
 pub use config::{LlamaConfig, RopeScaling};
-pub use device::{available_backends, device_from_name};
+pub use device::{available_backends, device_from_name, device_memory, device_name, open_device};
 pub use error::{ModelError, Result};
 pub use generate::{Generation, GenerationConfig, generate, generate_after_prefix};
 pub use kv_cache::KvCache;

@@ -1,10 +1,11 @@
-//! Building a [`Llama`] from a checkpoint: every tensor is read, shape-checked against the
-//! config and moved to the device one at a time.
+//! Building a [`Llama`] from a checkpoint — every tensor read, shape-checked against the config
+//! and moved to the device one at a time — or with random weights drawn on the device itself
+//! (benchmarks of any architecture without downloading it).
 
 use std::sync::Arc;
 
 use burn::module::Param;
-use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn::tensor::{DType, Device, Distribution, Tensor, TensorData};
 use engram_checkpoint::{Checkpoint, FloatFormat, HostTensor, TensorSource};
 use engram_kernels::QuantizedMatrix;
 
@@ -51,8 +52,16 @@ impl WeightDType {
     }
 }
 
+/// Where the weights come from.
+enum Weights<'a> {
+    /// A checkpoint's tensors.
+    Checkpoint(&'a dyn TensorSource),
+    /// Normal(0, `std`) draws on the device (norm weights 1), as transformers initializes.
+    Random { std: f64 },
+}
+
 struct Loader<'a> {
-    src: &'a dyn TensorSource,
+    src: Weights<'a>,
     device: &'a Device,
     dtype: DType,
 }
@@ -84,22 +93,43 @@ fn transpose_bytes(src: &[u8], rows: usize, cols: usize, elem: usize) -> Vec<u8>
 }
 
 impl Loader<'_> {
+    /// The checkpoint's tensors (the random source has none).
+    fn source(&self) -> &dyn TensorSource {
+        match self.src {
+            Weights::Checkpoint(src) => src,
+            Weights::Random { .. } => unreachable!("random weights are drawn, not read"),
+        }
+    }
+
+    /// Random weights of `shape` in `dtype`, if the weights are random.
+    fn random<const D: usize>(&self, shape: [usize; D], dtype: DType) -> Option<Tensor<D>> {
+        match self.src {
+            Weights::Random { std } => Some(Tensor::random(
+                shape,
+                Distribution::Normal(0.0, std),
+                (self.device, dtype),
+            )),
+            Weights::Checkpoint(_) => None,
+        }
+    }
+
     fn host(&self, name: &str, expected: &[usize]) -> Result<HostTensor> {
-        let info = self.src.info(name).ok_or_else(|| {
+        let src = self.source();
+        let info = src.info(name).ok_or_else(|| {
             ModelError::Checkpoint(engram_checkpoint::CheckpointError::MissingTensor {
                 name: name.to_string(),
-                origin: self.src.origin(),
+                origin: src.origin(),
             })
         })?;
         if info.shape != expected {
             return Err(ModelError::WrongShape {
-                origin: self.src.origin(),
+                origin: src.origin(),
                 name: name.to_string(),
                 found: info.shape,
                 expected: expected.to_vec(),
             });
         }
-        Ok(self.src.read(name)?)
+        Ok(src.read(name)?)
     }
 
     /// Moves host bytes of `format` and `shape` to the device as `dtype`.
@@ -115,6 +145,9 @@ impl Loader<'_> {
     }
 
     fn tensor<const D: usize>(&self, name: &str, expected: [usize; D]) -> Result<Tensor<D>> {
+        if let Some(t) = self.random(expected, self.dtype) {
+            return Ok(t);
+        }
         let h = self.host(name, &expected)?;
         Ok(self.upload(h.bytes, h.format, expected, self.dtype))
     }
@@ -125,7 +158,11 @@ impl Loader<'_> {
         expected: [usize; D],
         want: bool,
     ) -> Result<Option<Tensor<D>>> {
-        if want || self.src.info(name).is_some() {
+        let present = match self.src {
+            Weights::Checkpoint(src) => src.info(name).is_some(),
+            Weights::Random { .. } => false,
+        };
+        if want || present {
             self.tensor(name, expected).map(Some)
         } else {
             Ok(None)
@@ -133,6 +170,10 @@ impl Loader<'_> {
     }
 
     fn linear(&self, prefix: &str, d_in: usize, d_out: usize, bias: bool) -> Result<Linear> {
+        if let Some(w) = self.random([d_in, d_out], self.dtype) {
+            let b = bias.then(|| Tensor::zeros([d_out], (self.device, self.dtype)));
+            return Ok(Linear::from_in_out(w, b));
+        }
         let h = self.host(&format!("{prefix}.weight"), &[d_out, d_in])?;
         // Transposed on the host, once: a lazily transposed weight would be re-materialized by
         // the backend on every matmul.
@@ -147,14 +188,24 @@ impl Loader<'_> {
     /// The quantized blocks of `name` (already shape-checked) where the CPU kernel may read
     /// them; `None` elsewhere and for float tensors.
     fn quantized(&self, name: &str) -> Result<Option<Arc<QuantizedMatrix>>> {
-        if !crate::cpu_matmul::keeps_blocks(self.device, self.dtype) {
-            return Ok(None);
+        match self.src {
+            Weights::Checkpoint(src)
+                if crate::cpu_matmul::keeps_blocks(self.device, self.dtype) =>
+            {
+                Ok(src.read_quantized(name)?.map(Arc::new))
+            }
+            _ => Ok(None),
         }
-        Ok(self.src.read_quantized(name)?.map(Arc::new))
     }
 
     fn norm(&self, name: &str, h: usize, eps: f64) -> Result<RmsNorm> {
         // Norm weights stay f32: RMSNorm statistics are f32 whatever the model dtype.
+        if let Weights::Random { .. } = self.src {
+            return Ok(RmsNorm::new(
+                Tensor::ones([h], (self.device, DType::F32)),
+                eps,
+            ));
+        }
         let host = self.host(name, &[h])?;
         let weight = self.upload(host.bytes, host.format, [h], DType::F32);
         Ok(RmsNorm::new(weight, eps))
@@ -186,6 +237,34 @@ impl Llama {
         dtype: WeightDType,
         device: &Device,
     ) -> Result<Self> {
+        Self::build(Weights::Checkpoint(src), config, dtype, device)
+    }
+
+    /// A model of `config` with random weights drawn on `device` in `dtype` (Normal(0, 0.02),
+    /// as transformers initializes; norms 1) from the device RNG seeded with `seed` — for
+    /// benchmarking an architecture without its checkpoint.
+    pub fn random(
+        config: LlamaConfig,
+        dtype: WeightDType,
+        device: &Device,
+        seed: u64,
+    ) -> Result<Self> {
+        device.seed(seed);
+        Self::build(Weights::Random { std: 0.02 }, config, dtype, device)
+    }
+
+    fn build(
+        src: Weights<'_>,
+        config: LlamaConfig,
+        dtype: WeightDType,
+        device: &Device,
+    ) -> Result<Self> {
+        if !device.supports_dtype(dtype.dtype()) {
+            return Err(ModelError::UnsupportedDtype {
+                dtype: format!("{dtype:?}").to_lowercase(),
+                device: format!("{device:?}"),
+            });
+        }
         let l = Loader {
             src,
             device,

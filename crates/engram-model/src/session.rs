@@ -7,7 +7,7 @@ use engram_checkpoint::Checkpoint;
 use engram_io::Progress;
 use engram_tokenizer::ChatTokenizer;
 
-use crate::device::device_from_name;
+use crate::device::open_device;
 use crate::error::{ModelError, Result};
 use crate::llama::Llama;
 use crate::load::WeightDType;
@@ -43,7 +43,7 @@ impl Session {
     /// Loads `spec`, reporting the load (and a registry model's download) to `progress`.
     pub fn load(spec: &SessionSpec, progress: &dyn Progress) -> Result<Self> {
         let t0 = Instant::now();
-        let device = device_from_name(&spec.backend)?;
+        let device = open_device(&spec.backend)?;
         let device = if spec.train {
             device.autodiff()
         } else {

@@ -2,7 +2,8 @@
 //! `tests/peers/make_fixtures.py`) and random Llamas written on the fly.
 
 use burn::tensor::{DType, Device};
-use engram_checkpoint::Checkpoint;
+use engram_checkpoint::hf_writer::safetensors_bytes;
+use engram_checkpoint::{Checkpoint, FloatFormat, HostTensor};
 use engram_model::{Llama, WeightDType};
 use engram_tokenizer::ChatTokenizer;
 
@@ -146,17 +147,19 @@ pub fn random_model(
             tensors.push((format!("{p}.{n}.weight"), vec![hidden], ones(hidden)));
         }
     }
-    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
-        .iter()
-        .map(|(n, s, b)| {
-            (
-                n.clone(),
-                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)
-                    .unwrap(),
-            )
+    let tensors: Vec<(String, HostTensor)> = tensors
+        .into_iter()
+        .map(|(name, shape, bytes)| {
+            let t = HostTensor {
+                shape,
+                format: FloatFormat::F32,
+                bytes,
+            };
+            (name, t)
         })
         .collect();
-    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    let path = dir.join("model.safetensors");
+    std::fs::write(&path, safetensors_bytes(&tensors, &path).unwrap()).unwrap();
 }
 
 /// A random 4-layer, hidden-256 model (the size the peer harness measured memorizing) and its

@@ -1,42 +1,27 @@
-//! Reference files that transformers (or sentence-transformers) wrote: safetensors holding f32
-//! outputs, i64 token ids and string metadata.
+//! Reference files that transformers (or sentence-transformers) wrote, read through
+//! [`engram_checkpoint::ReferenceFile`]; a missing tensor fails the test, naming it.
 
 use std::path::Path;
 
+use engram_checkpoint::ReferenceFile;
+
 /// A reference file held in memory.
-pub struct Reference {
-    bytes: Vec<u8>,
-}
+pub struct Reference(ReferenceFile);
 
 impl Reference {
-    /// Reads `path` (panics naming it when it is missing).
+    /// Reads `path` (panics naming it when it is missing or corrupt).
     pub fn open(path: &Path) -> Self {
-        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        Self { bytes }
-    }
-
-    fn st(&self) -> safetensors::SafeTensors<'_> {
-        safetensors::SafeTensors::deserialize(&self.bytes).expect("reference parses")
+        Self(ReferenceFile::open(path).unwrap_or_else(|e| panic!("{e}")))
     }
 
     /// Whether the file holds tensor `name`.
     pub fn has(&self, name: &str) -> bool {
-        self.st().names().contains(&name)
+        self.0.has(name)
     }
 
     /// Shape and values of f32 tensor `name`.
     pub fn shaped(&self, name: &str) -> (Vec<usize>, Vec<f32>) {
-        let st = self.st();
-        let t = st
-            .tensor(name)
-            .unwrap_or_else(|_| panic!("reference lacks {name}"));
-        assert_eq!(t.dtype(), safetensors::Dtype::F32, "{name}");
-        let v = t
-            .data()
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        (t.shape().to_vec(), v)
+        self.0.f32(name).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Values of f32 tensor `name`.
@@ -46,20 +31,11 @@ impl Reference {
 
     /// Token ids stored as i64 tensor `name`.
     pub fn ids(&self, name: &str) -> Vec<u32> {
-        let st = self.st();
-        let t = st
-            .tensor(name)
-            .unwrap_or_else(|_| panic!("reference lacks {name}"));
-        assert_eq!(t.dtype(), safetensors::Dtype::I64, "{name}");
-        t.data()
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
-            .collect()
+        self.0.ids(name).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A metadata entry.
     pub fn metadata(&self, key: &str) -> Option<String> {
-        let (_, meta) = safetensors::SafeTensors::read_metadata(&self.bytes).ok()?;
-        meta.metadata().as_ref()?.get(key).cloned()
+        self.0.metadata(key)
     }
 }

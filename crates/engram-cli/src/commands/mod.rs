@@ -6,6 +6,7 @@ pub mod fetch;
 pub mod generate;
 pub mod judge;
 pub mod merge;
+pub mod selftest;
 pub mod sweep;
 pub mod table;
 pub mod train;

@@ -17,6 +17,34 @@ use crate::sweep::runner::Runner;
 use crate::sweep::work::SavedAnswers;
 
 impl Runner<'_> {
+    /// Refuses a cell whose estimated peak memory (the `--dry-run` planner's) exceeds what the
+    /// device has, before anything is loaded onto it. Skipped where the architecture or the
+    /// device's memory is unknown, or with `ENGRAM_SKIP_MEMORY_CHECK=1`.
+    fn check_memory(&self, cell: &Cell, facts: &[Fact]) -> Result<()> {
+        let exp = self.exp;
+        if std::env::var_os("ENGRAM_SKIP_MEMORY_CHECK").is_some_and(|v| v == "1") {
+            return Ok(());
+        }
+        let (Some((cfg, _)), Some(capacity)) = (
+            crate::dry_run::architecture(exp),
+            engram_model::device_memory(&exp.backend),
+        ) else {
+            return Ok(());
+        };
+        let e = crate::estimate::estimate(exp, &cfg, cell, facts, 1.0);
+        if e.peak_bytes > capacity as f64 {
+            anyhow::bail!(
+                "{}: needs about {} (the planner's estimate: weights, adapter state {}, activations), the {} device has {}; run it where there is more memory, or set ENGRAM_SKIP_MEMORY_CHECK=1 to try anyway",
+                cell.id(),
+                crate::estimate::human_bytes(e.peak_bytes),
+                crate::estimate::human_bytes(e.adapter_state_bytes),
+                exp.backend,
+                crate::estimate::human_bytes(capacity as f64)
+            );
+        }
+        Ok(())
+    }
+
     /// Trains the adapters of a LoRA cell of `rank` into `work`.
     fn train(&mut self, rank: usize, facts: &[Fact], work: &Path) -> Result<TrainOutcome> {
         let exp = self.exp;
@@ -49,6 +77,9 @@ impl Runner<'_> {
     ) -> Result<SavedAnswers> {
         let (exp, progress) = (self.exp, self.progress);
         let questions: Vec<String> = facts.iter().map(|f| f.question.clone()).collect();
+        if matches!(cell.method, Method::Lora { .. }) {
+            self.check_memory(cell, facts)?;
+        }
         self.session()?;
         let t0 = Instant::now();
         let trained = match cell.method {

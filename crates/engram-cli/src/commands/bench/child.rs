@@ -53,3 +53,19 @@ fn wait(mut child: std::process::Child, what: &str) -> Result<(bool, f64)> {
         .with_context(|| format!("waiting for {what}"))?;
     Ok((status.success(), f64::NAN))
 }
+
+/// This process's peak resident set in MB (`getrusage`), where the platform reports it.
+#[cfg(unix)]
+pub fn own_peak_rss_mb() -> Option<f64> {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid out-pointer.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    (r == 0).then(|| usage.ru_maxrss as f64 / 1024.0)
+}
+
+/// This process's peak resident set in MB, where the platform reports it.
+#[cfg(not(unix))]
+pub fn own_peak_rss_mb() -> Option<f64> {
+    None
+}

@@ -28,6 +28,19 @@ pub struct GenerateBenchArgs {
     /// Threads for the peer (engram's CPU backend uses every core).
     #[arg(long, default_value_t = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))]
     pub threads: usize,
+    /// Benchmark this architecture (an HF config.json) instead of --model, with random weights
+    /// drawn on the device and random prompts (no peer).
+    #[arg(long, requires = "random_weights")]
+    pub architecture: Option<std::path::PathBuf>,
+    /// Random weights drawn on the device (with --architecture).
+    #[arg(long, requires = "architecture")]
+    pub random_weights: bool,
+    /// Prompt tokens per row for --random-weights.
+    #[arg(long, default_value_t = 64)]
+    pub prompt_len: usize,
+    /// Also write the figures as JSON to this file (with --random-weights).
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
 }
 
 const QUESTIONS: [&str; 16] = [
@@ -73,6 +86,22 @@ impl Figures {
 
 /// Runs `engram bench generate`.
 pub fn run(args: GenerateBenchArgs) -> Result<()> {
+    if let Some(arch) = &args.architecture {
+        let dtype = engram_model::WeightDType::parse(&args.model.dtype)
+            .ok_or_else(|| anyhow::anyhow!("--dtype {}: f32, bf16 or f16", args.model.dtype))?;
+        let v = super::random::generate_bench(
+            arch,
+            &args.model.backend,
+            dtype,
+            &args.batch,
+            args.prompt_len,
+            args.new_tokens,
+        )?;
+        if let Some(path) = &args.json {
+            engram_io::write_file(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
+        }
+        return Ok(());
+    }
     let loaded = args.model.load()?;
     let tok = &loaded.tokenizer;
     let mut batches = Vec::new();

@@ -6,6 +6,7 @@ pub mod child;
 pub mod generate;
 pub mod long_context;
 pub mod peer;
+pub mod random;
 pub mod train;
 
 use anyhow::Result;

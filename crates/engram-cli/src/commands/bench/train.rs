@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use engram_checkpoint::Checkpoint;
 
@@ -43,6 +43,35 @@ pub struct TrainBenchArgs {
     /// Threads for the peer (engram's CPU backend uses every core).
     #[arg(long, default_value_t = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))]
     pub threads: usize,
+    /// Benchmark this architecture (an HF config.json) instead of --model: with --random-weights,
+    /// weights are drawn on the device, training steps run in-process on random tokens, and
+    /// tokens/s, model FLOP/s, MFU and peak device memory are printed (no peer).
+    #[arg(long, requires = "random_weights")]
+    pub architecture: Option<PathBuf>,
+    /// Random weights drawn on the device (with --architecture).
+    #[arg(long, requires = "architecture")]
+    pub random_weights: bool,
+    /// Weight dtype for --random-weights: f32, bf16 or f16.
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// Tokens per example for --random-weights (EnronQA's are about 60).
+    #[arg(long, default_value_t = 64)]
+    pub seq_len: usize,
+    /// Label tokens per example for --random-weights (an answer and its end-of-turn).
+    #[arg(long, default_value_t = 16)]
+    pub label_len: usize,
+    /// Timed optimizer steps per rank for --random-weights.
+    #[arg(long, default_value_t = 10)]
+    pub steps: usize,
+    /// Untimed steps before them (kernel compilation, autotuning).
+    #[arg(long, default_value_t = 2)]
+    pub warmup_steps: usize,
+    /// The device's peak TFLOP/s for MFU (default: known GPUs' dense bf16/f16, or TF32, peak).
+    #[arg(long)]
+    pub peak_tflops: Option<f64>,
+    /// Also write the figures as JSON to this file (with --random-weights).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// Figures of one training run.
@@ -136,6 +165,26 @@ fn peer_run(a: &TrainBenchArgs, hf_dir: &Path, rank: usize, dir: &Path) -> Resul
 
 /// Runs `engram bench train`.
 pub fn run(a: TrainBenchArgs) -> Result<()> {
+    if let Some(arch) = &a.architecture {
+        let dtype = engram_model::WeightDType::parse(&a.dtype)
+            .with_context(|| format!("--dtype {}: f32, bf16 or f16", a.dtype))?;
+        let v = super::random::train(&super::random::TrainSpec {
+            architecture: arch,
+            backend: &a.backend,
+            dtype,
+            ranks: &a.ranks,
+            batch: a.batch,
+            seq: a.seq_len,
+            labels: a.label_len,
+            warmup: a.warmup_steps,
+            steps: a.steps,
+            peak_tflops: a.peak_tflops,
+        })?;
+        if let Some(path) = &a.json {
+            engram_io::write_file(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
+        }
+        return Ok(());
+    }
     let facts = engram_facts::read_facts(&a.facts)?;
     let work = tempfile::tempdir()?;
     // The peer reads an HF directory: the same checkpoint, written out (GGUF dequantized).

@@ -1,0 +1,331 @@
+//! Benchmarks of any architecture without its checkpoint: `--architecture CONFIG.json
+//! --random-weights` builds the model with random weights drawn on the device in the requested
+//! dtype (Llama-3.1-8B's config in bf16, say) and times LoRA training steps on fixed-shape,
+//! EnronQA-length batches of random tokens, or greedy generation from random prompts.
+//!
+//! Figures: tokens/s (every token of the batch), model FLOP/s and MFU against a stated peak
+//! (`--peak-tflops`, else the dense bf16/f16 — or TF32, for f32 — tensor peak of a known GPU),
+//! and peak device memory (the allocator's reserved bytes where the backend reports them, the
+//! process's peak RSS on the CPU). Training FLOPs per step count the matmuls: forward and input
+//! gradients through the frozen blocks (4 × block parameters per token), forward and both
+//! gradients of the adapters (6 × adapter parameters per token), the language-model head on
+//! the label positions only (4 × vocab × hidden each, as engram's loss computes it), and
+//! attention scores (forward and backward, 3 × 4 × layers × heads × head_dim × seq² per row).
+//! The backend reports no kernel or sync counts, so none are printed.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use burn::tensor::Device;
+use engram_experiments::estimate::{human_bytes, lora_parameters, lora_training_bytes};
+use engram_lora::TrainConfig;
+use engram_lora::examples::TrainExample;
+use engram_lora::step::{gradients, optimizer};
+use engram_model::{
+    GenerationConfig, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling, WeightDType,
+    device_memory, device_name, generate, open_device,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+/// Dense tensor-core peaks in TFLOP/s (no sparsity) of known GPUs: (name fragment, bf16/f16,
+/// TF32). The first fragment the device's name contains wins.
+const PEAKS: [(&str, f64, f64); 6] = [
+    ("H200", 989.4, 494.7),
+    ("H100 PCIe", 756.0, 378.0),
+    ("H100", 989.4, 494.7),
+    ("A100", 312.0, 156.0),
+    ("L40S", 362.1, 183.0),
+    ("A10G", 70.0, 35.0),
+];
+
+/// The peak of the device named `name` for weights in `dtype`, if it is a known GPU.
+pub fn known_peak_tflops(name: &str, dtype: WeightDType) -> Option<f64> {
+    PEAKS
+        .iter()
+        .find(|(fragment, _, _)| name.contains(fragment))
+        .map(|&(_, half, tf32)| {
+            if dtype == WeightDType::F32 {
+                tf32
+            } else {
+                half
+            }
+        })
+}
+
+/// The architecture in `path` (an HF `config.json`).
+pub fn architecture(path: &Path) -> Result<LlamaConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let v: Value = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
+    Ok(LlamaConfig::from_hf_json(&v, &path.display().to_string())?)
+}
+
+/// The bytes the device's allocator holds now (`None` where the backend does not say).
+fn reserved(device: &Device) -> Option<u64> {
+    device.memory_pool_usage().map(|u| u.bytes_reserved)
+}
+
+/// Peak memory so far: the device allocator's high-water mark `seen`, else the process's peak
+/// RSS.
+fn peak_memory(seen: Option<u64>) -> (f64, &'static str) {
+    match seen {
+        Some(b) => (b as f64, "device allocator, reserved"),
+        None => (
+            super::child::own_peak_rss_mb().map_or(f64::NAN, |mb| mb * 1e6),
+            "process peak RSS",
+        ),
+    }
+}
+
+/// Matmul FLOPs of one LoRA training step (see the module docs).
+pub fn train_step_flops(
+    cfg: &LlamaConfig,
+    adapter_params: f64,
+    batch: usize,
+    seq: usize,
+    labels: usize,
+) -> f64 {
+    let (h, i) = (cfg.hidden_size as f64, cfg.intermediate_size as f64);
+    let q = (cfg.num_attention_heads * cfg.head_dim) as f64;
+    let kv = (cfg.num_key_value_heads * cfg.head_dim) as f64;
+    let layers = cfg.num_hidden_layers as f64;
+    let block = layers * (h * q + 2.0 * h * kv + q * h + 3.0 * h * i);
+    let tokens = (batch * seq) as f64;
+    let scores = 3.0 * 4.0 * layers * q * (seq * seq) as f64 * batch as f64;
+    let head = 4.0 * cfg.vocab_size as f64 * h * (batch * labels) as f64;
+    tokens * (4.0 * block + 6.0 * adapter_params) + scores + head
+}
+
+/// A batch of `batch` random examples of `seq` tokens whose last `labels` are labels.
+fn random_examples(
+    vocab: usize,
+    batch: usize,
+    seq: usize,
+    labels: usize,
+    seed: u64,
+) -> Vec<TrainExample> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..batch)
+        .map(|b| TrainExample {
+            id: format!("random-{b}"),
+            ids: (0..seq)
+                .map(|_| rng.random_range(0..vocab as u32))
+                .collect(),
+            prompt_len: seq - labels,
+        })
+        .collect()
+}
+
+/// What `bench train --random-weights` measures.
+pub struct TrainSpec<'a> {
+    /// The architecture file.
+    pub architecture: &'a Path,
+    /// Backend name.
+    pub backend: &'a str,
+    /// Weight dtype.
+    pub dtype: WeightDType,
+    /// Ranks.
+    pub ranks: &'a [usize],
+    /// Examples per step.
+    pub batch: usize,
+    /// Tokens per example.
+    pub seq: usize,
+    /// Label tokens per example.
+    pub labels: usize,
+    /// Untimed steps first.
+    pub warmup: usize,
+    /// Timed steps.
+    pub steps: usize,
+    /// Peak TFLOP/s for MFU.
+    pub peak_tflops: Option<f64>,
+}
+
+/// Times LoRA training steps per rank; returns the figures as JSON (and prints a table).
+pub fn train(spec: &TrainSpec) -> Result<Value> {
+    if spec.labels == 0 || spec.labels >= spec.seq {
+        bail!(
+            "--label-len must be between 1 and --seq-len − 1 (got {} of {})",
+            spec.labels,
+            spec.seq
+        );
+    }
+    let cfg = architecture(spec.architecture)?;
+    let device = open_device(spec.backend)?;
+    let name = device_name(&device).unwrap_or_else(|| spec.backend.to_string());
+    let peak = spec
+        .peak_tflops
+        .or_else(|| known_peak_tflops(&name, spec.dtype));
+    let capacity = device_memory(spec.backend);
+    let weight_bytes = cfg.num_parameters() as f64
+        * if spec.dtype == WeightDType::F32 {
+            4.0
+        } else {
+            2.0
+        };
+    println!(
+        "engram bench train: {} ({:.2} B parameters, random weights, {:?}) on {} ({name}), batch {} × {} tokens ({} labels), {} timed steps after {} warm-up",
+        spec.architecture.display(),
+        cfg.num_parameters() as f64 / 1e9,
+        spec.dtype,
+        spec.backend,
+        spec.batch,
+        spec.seq,
+        spec.labels,
+        spec.steps,
+        spec.warmup
+    );
+    println!(
+        "{:>5}  {:>12}  {:>10}  {:>9}  {:>7}  {:>10}  {:>14}",
+        "rank", "adapter", "tok/s", "step ms", "TFLOP/s", "MFU", "peak memory"
+    );
+    let examples = random_examples(cfg.vocab_size, spec.batch, spec.seq, spec.labels, 1);
+    let group = vec![(0..spec.batch).collect::<Vec<_>>()];
+    let train_cfg = TrainConfig::default();
+    let mut rows = Vec::new();
+    for &rank in spec.ranks {
+        let adapter = lora_parameters(&cfg, rank, &LoraTarget::ALL, None) as f64;
+        let (need, _) = lora_training_bytes(
+            &cfg,
+            adapter,
+            weight_bytes,
+            spec.batch as f64,
+            spec.seq as f64,
+        );
+        if let Some(cap) = capacity
+            && need > cap as f64
+        {
+            println!(
+                "{rank:>5}  skipped: needs about {} (the planner's estimate), the device has {}",
+                human_bytes(need),
+                human_bytes(cap as f64)
+            );
+            rows.push(json!({"rank": rank, "skipped": format!("needs about {}, the device has {}", human_bytes(need), human_bytes(cap as f64))}));
+            continue;
+        }
+        let train_device = device.clone().autodiff();
+        let mut model = Llama::random(cfg.clone(), spec.dtype, &train_device, 0)?
+            .with_lora(&LoraConfig::new(rank))?;
+        let mut optim = optimizer(&train_cfg);
+        let mut high = reserved(&device);
+        let mut t0 = Instant::now();
+        for step in 0..spec.warmup + spec.steps {
+            if step == spec.warmup {
+                t0 = Instant::now();
+            }
+            let g = gradients(&model, &examples, &group, 0, step, &train_cfg);
+            if !g.loss.is_finite() {
+                bail!(
+                    "rank {rank}: the loss became {} at step {step} (random weights in {:?})",
+                    g.loss,
+                    spec.dtype
+                );
+            }
+            model = optim.step(1e-4, model, g.grads);
+            high = high.max(reserved(&device));
+        }
+        let _ = device.sync();
+        let secs = t0.elapsed().as_secs_f64().max(1e-9);
+        let tokens = (spec.batch * spec.seq * spec.steps) as f64;
+        let flops =
+            train_step_flops(&cfg, adapter, spec.batch, spec.seq, spec.labels) * spec.steps as f64;
+        let tflops = flops / secs / 1e12;
+        let mfu = peak.map(|p| tflops / p);
+        let (mem, mem_kind) = peak_memory(high);
+        println!(
+            "{rank:>5}  {:>12}  {:>10.1}  {:>9.1}  {:>7.2}  {:>10}  {:>14}",
+            adapter as u64,
+            tokens / secs,
+            1e3 * secs / spec.steps as f64,
+            tflops,
+            mfu.map_or("-".into(), |m| format!("{:.1} %", 100.0 * m)),
+            human_bytes(mem)
+        );
+        rows.push(json!({
+            "rank": rank, "adapter_params": adapter as u64, "tokens_per_s": tokens / secs,
+            "step_ms": 1e3 * secs / spec.steps as f64, "tflops": tflops, "mfu": mfu,
+            "peak_memory_bytes": if mem.is_finite() { json!(mem) } else { json!(null) },
+            "memory_kind": mem_kind,
+        }));
+        drop(model);
+        drop(optim);
+        device.memory_cleanup();
+    }
+    println!(
+        "(MFU against {}; FLOPs count the step's matmuls: README, \"GPUs\")",
+        peak.map_or("no known peak: pass --peak-tflops".into(), |p| format!(
+            "{p} TFLOP/s"
+        ))
+    );
+    Ok(json!({
+        "bench": "train", "architecture": spec.architecture.display().to_string(),
+        "backend": spec.backend, "device": name, "dtype": format!("{:?}", spec.dtype).to_lowercase(),
+        "batch": spec.batch, "seq_len": spec.seq, "label_len": spec.labels, "steps": spec.steps,
+        "peak_tflops": peak, "rows": rows,
+    }))
+}
+
+/// Times greedy generation from random prompts of `prompt_len` tokens at each batch size.
+pub fn generate_bench(
+    architecture_file: &Path,
+    backend: &str,
+    dtype: WeightDType,
+    batches: &[usize],
+    prompt_len: usize,
+    new_tokens: usize,
+) -> Result<Value> {
+    let cfg = architecture(architecture_file)?;
+    let device = open_device(backend)?;
+    let name = device_name(&device).unwrap_or_else(|| backend.to_string());
+    let model = Llama::random(cfg.clone(), dtype, &device, 0)?;
+    println!(
+        "engram bench generate: {} (random weights, {dtype:?}) on {backend} ({name}), {prompt_len}-token prompts, {new_tokens} new tokens, greedy",
+        architecture_file.display()
+    );
+    println!(
+        "{:>5}  {:>14} {:>14}",
+        "batch", "prefill tok/s", "decode tok/s"
+    );
+    let mut rng = StdRng::seed_from_u64(2);
+    let gen_cfg = GenerationConfig {
+        max_new_tokens: new_tokens,
+        sampling: Sampling::Greedy,
+        stop_ids: vec![],
+    };
+    let mut rows = Vec::new();
+    let mut high = reserved(&device);
+    for &b in batches {
+        let prompts: Vec<Vec<u32>> = (0..b)
+            .map(|_| {
+                (0..prompt_len)
+                    .map(|_| rng.random_range(0..cfg.vocab_size as u32))
+                    .collect()
+            })
+            .collect();
+        let _ = generate(
+            &model,
+            &prompts[..1],
+            &GenerationConfig {
+                max_new_tokens: 2,
+                ..gen_cfg.clone()
+            },
+        )?;
+        let g = generate(&model, &prompts, &gen_cfg)?;
+        high = high.max(reserved(&device));
+        let (p, d) = (
+            g.prefill_tokens as f64 / g.prefill_secs.max(1e-9),
+            g.decode_tokens as f64 / g.decode_secs.max(1e-9),
+        );
+        println!("{b:>5}  {p:>14.1} {d:>14.1}");
+        rows.push(json!({"batch": b, "prefill_tokens_per_s": p, "decode_tokens_per_s": d}));
+    }
+    let (mem, kind) = peak_memory(high);
+    println!("peak memory: {} ({kind})", human_bytes(mem));
+    Ok(json!({
+        "bench": "generate", "architecture": architecture_file.display().to_string(),
+        "backend": backend, "device": name, "dtype": format!("{dtype:?}").to_lowercase(),
+        "prompt_len": prompt_len, "new_tokens": new_tokens, "rows": rows,
+        "peak_memory_bytes": if mem.is_finite() { json!(mem) } else { json!(null) },
+    }))
+}

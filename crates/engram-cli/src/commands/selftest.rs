@@ -1,0 +1,282 @@
+//! `engram selftest --backend B`: checks that a device computes what transformers computes, in
+//! a minute or so, against the tiny checkpoints committed under `tests/fixtures` (made with
+//! transformers by `tests/peers/make_fixtures.py`):
+//!
+//! 1. the device opens (a missing driver, `libdevice` or adapter is named);
+//! 2. logits of both tiny checkpoints within 1e-4 of transformers' (the parity tests'
+//!    tolerance) and the same greedy tokens;
+//! 3. batched, left-padded generation gives each prompt's one-by-one tokens;
+//! 4. one LoRA training step — the loss and every adapter gradient, with the same host-drawn
+//!    factors — agrees with the CPU backend's to 1e-4 (relative), with no NaN;
+//! 5. the memory the device's allocator holds (or the process's peak RSS on the CPU).
+//!
+//! It exits non-zero naming every check that failed.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use burn::tensor::Device;
+use clap::Args;
+use engram_checkpoint::{Checkpoint, ReferenceFile};
+use engram_facts::read_facts;
+use engram_lora::build_examples;
+use engram_lora::probe::{ProbeDistance, gradient_probe, host_adapter, probe_distance};
+use engram_model::{
+    GenerationConfig, Llama, LoraConfig, Sampling, WeightDType, device_name, generate, open_device,
+};
+use engram_tokenizer::ChatTokenizer;
+use serde_json::json;
+
+/// The parity tests' logit tolerance.
+const LOGIT_TOL: f64 = 1e-4;
+/// Relative tolerance of the LoRA step against the CPU backend.
+const STEP_TOL: f64 = 1e-4;
+/// Reference cases checked per checkpoint (each new shape compiles kernels on a GPU backend).
+const CASES: [&str; 2] = ["short_fixed", "chat_prompt"];
+
+/// Arguments of `engram selftest`.
+#[derive(Args, Debug)]
+pub struct SelftestArgs {
+    /// The backend to check: cpu, wgpu, cuda[:N].
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
+    /// The repository's test fixtures (tiny checkpoints with transformers' references).
+    #[arg(long, default_value = "tests/fixtures")]
+    pub fixtures: PathBuf,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// One check's outcome.
+struct Check {
+    name: String,
+    passed: bool,
+    /// What was measured, for people.
+    figure: String,
+    /// The measured value, for files.
+    value: f64,
+    seconds: f64,
+}
+
+fn load(fixtures: &Path, name: &str, device: &Device) -> Result<(Llama, ChatTokenizer)> {
+    let dir = fixtures.join(name);
+    let ckpt = Checkpoint::open(&dir.to_string_lossy()).with_context(|| {
+        format!(
+            "fixture {} (run from a checkout, or pass --fixtures)",
+            dir.display()
+        )
+    })?;
+    let model = Llama::load(&ckpt, WeightDType::F32, device)?;
+    Ok((model, ChatTokenizer::from_files(&ckpt.tokenizer)?))
+}
+
+fn reference(fixtures: &Path, name: &str) -> Result<ReferenceFile> {
+    Ok(ReferenceFile::open(
+        &fixtures.join(name).join("reference.safetensors"),
+    )?)
+}
+
+fn greedy(n: usize) -> GenerationConfig {
+    GenerationConfig {
+        max_new_tokens: n,
+        sampling: Sampling::Greedy,
+        stop_ids: vec![],
+    }
+}
+
+/// Worst logit difference over [`CASES`] and whether every greedy continuation matched.
+fn logits_check(fixtures: &Path, name: &str, device: &Device) -> Result<(f64, bool)> {
+    let (model, _) = load(fixtures, name, device)?;
+    let r = reference(fixtures, name)?;
+    let (mut worst, mut same) = (0f64, true);
+    for case in CASES {
+        let ids = r.ids(&format!("input_ids_{case}"))?;
+        let (_, want) = r.f32(&format!("logits_{case}"))?;
+        let got = model
+            .forward(std::slice::from_ref(&ids))
+            .into_data()
+            .try_into_vec_as::<f32>()
+            .expect("f32 logits");
+        if got.len() != want.len() {
+            bail!(
+                "{name}/{case}: {} logits, the reference has {}",
+                got.len(),
+                want.len()
+            );
+        }
+        for (a, b) in got.iter().zip(&want) {
+            let d = (a - b).abs() as f64;
+            worst = if d.is_nan() {
+                f64::INFINITY
+            } else {
+                worst.max(d)
+            };
+        }
+        let want_tokens = r.ids(&format!("greedy_{case}"))?[..4].to_vec();
+        same &= generate(&model, &[ids], &greedy(4))?.tokens[0] == want_tokens;
+    }
+    Ok((worst, same))
+}
+
+/// Rows of a padded batch whose tokens differ from their one-by-one generation.
+fn batching_check(fixtures: &Path, device: &Device) -> Result<usize> {
+    let (model, _) = load(fixtures, "tiny-f32", device)?;
+    let r = reference(fixtures, "tiny-f32")?;
+    let long = r.ids("input_ids_long_text")?;
+    let prompts = vec![
+        long[..7].to_vec(),
+        r.ids("input_ids_short_fixed")?,
+        long[10..13].to_vec(),
+    ];
+    let batched = generate(&model, &prompts, &greedy(4))?;
+    let mut differ = 0;
+    for (i, p) in prompts.iter().enumerate() {
+        let single = generate(&model, std::slice::from_ref(p), &greedy(4))?;
+        differ += usize::from(batched.tokens[i] != single.tokens[0]);
+    }
+    Ok(differ)
+}
+
+/// One LoRA step on `device` against the CPU backend: how far apart they are, and the CPU's
+/// loss.
+fn lora_step_check(fixtures: &Path, device: &Device) -> Result<(ProbeDistance, f64)> {
+    let facts = read_facts(&fixtures.join("facts/synthetic-20.jsonl"))?;
+    let cfg = LoraConfig::new(4).with_init_seed(7);
+    let run = |device: &Device| -> Result<engram_lora::probe::StepProbe> {
+        let (model, tok) = load(fixtures, "tiny-f32", &device.clone().autodiff())?;
+        let examples = build_examples(&tok, &facts[..4], model.config.max_position_embeddings)?;
+        let pad = tok.pad_id().context("the tiny tokenizer has a pad id")?;
+        let adapter = host_adapter(&model, &cfg, 11);
+        Ok(gradient_probe(model, &adapter, &examples, pad)?)
+    };
+    let cpu = run(&Device::flex())?;
+    let here = run(device)?;
+    Ok((probe_distance(&cpu, &here), cpu.loss))
+}
+
+/// The device allocator's reserved bytes, or the process's peak RSS.
+fn memory(device: &Device) -> (String, f64) {
+    if let Some(u) = device.memory_pool_usage() {
+        let b = u.bytes_reserved as f64;
+        return (
+            format!("{:.1} MB reserved by the device allocator", b / 1e6),
+            b,
+        );
+    }
+    match crate::commands::bench::child::own_peak_rss_mb() {
+        Some(mb) => (format!("{mb:.0} MB peak RSS of this process"), mb * 1e6),
+        None => ("not reported on this platform".into(), f64::NAN),
+    }
+}
+
+fn timed<T>(f: impl FnOnce() -> Result<T>) -> (Result<T>, f64) {
+    let t0 = Instant::now();
+    let r = f();
+    (r, t0.elapsed().as_secs_f64())
+}
+
+fn failed(name: &str, e: anyhow::Error, seconds: f64) -> Check {
+    Check {
+        name: name.into(),
+        passed: false,
+        figure: format!("error: {e:#}"),
+        value: f64::NAN,
+        seconds,
+    }
+}
+
+/// Runs `engram selftest`.
+pub fn run(a: SelftestArgs) -> Result<()> {
+    let t0 = Instant::now();
+    let device = open_device(&a.backend)?;
+    let name = device_name(&device).unwrap_or_else(|| a.backend.clone());
+    println!(
+        "engram selftest on {} ({name}), fixtures {}",
+        a.backend,
+        a.fixtures.display()
+    );
+    let mut checks = Vec::new();
+    for fixture in ["tiny-f32", "tiny-bf16-tied"] {
+        let label = format!("logits {fixture}");
+        checks.push(
+            match timed(|| logits_check(&a.fixtures, fixture, &device)) {
+                (Ok((worst, same)), s) => Check {
+                    name: label,
+                    passed: worst <= LOGIT_TOL && same,
+                    figure: format!(
+                        "max |Δlogit| {worst:.2e} (≤ {LOGIT_TOL:e}), greedy tokens {}",
+                        if same { "identical" } else { "DIFFER" }
+                    ),
+                    value: worst,
+                    seconds: s,
+                },
+                (Err(e), s) => failed(&label, e, s),
+            },
+        );
+    }
+    checks.push(match timed(|| batching_check(&a.fixtures, &device)) {
+        (Ok(differ), s) => Check {
+            name: "batched generation".into(),
+            passed: differ == 0,
+            figure: format!("{differ} of 3 padded rows differ from one-by-one generation"),
+            value: differ as f64,
+            seconds: s,
+        },
+        (Err(e), s) => failed("batched generation", e, s),
+    });
+    checks.push(match timed(|| lora_step_check(&a.fixtures, &device)) {
+        (Ok((d, loss)), s) => Check {
+            name: "LoRA step vs CPU".into(),
+            passed: d.within_loss(loss, STEP_TOL),
+            figure: format!(
+                "loss {loss:.5}, |Δloss| {:.2e}, max |Δgrad| {:.2e} = {:.2e} of max |grad| (≤ {STEP_TOL:e})",
+                d.loss, d.grad_max_abs, d.grad_relative
+            ),
+            value: d.grad_relative,
+            seconds: s,
+        },
+        (Err(e), s) => failed("LoRA step vs CPU", e, s),
+    });
+    let (mem_text, mem_bytes) = memory(&device);
+    for c in &checks {
+        println!(
+            "{}  {:<22} {}  ({:.1} s)",
+            if c.passed { "PASS" } else { "FAIL" },
+            c.name,
+            c.figure,
+            c.seconds
+        );
+    }
+    println!("memory: {mem_text}");
+    let bad: Vec<&str> = checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.name.as_str())
+        .collect();
+    println!(
+        "{} of {} checks passed in {:.0} s",
+        checks.len() - bad.len(),
+        checks.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &a.json {
+        let v = json!({
+            "backend": a.backend,
+            "device": name,
+            "passed": bad.is_empty(),
+            "checks": checks.iter().map(|c| json!({
+                "name": c.name, "passed": c.passed, "figure": c.figure,
+                "value": if c.value.is_finite() { json!(c.value) } else { json!(null) },
+                "seconds": c.seconds,
+            })).collect::<Vec<_>>(),
+            "memory_bytes": if mem_bytes.is_finite() { json!(mem_bytes) } else { json!(null) },
+        });
+        engram_io::write_file(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
+    }
+    if !bad.is_empty() {
+        bail!("selftest failed on {}: {}", a.backend, bad.join(", "));
+    }
+    Ok(())
+}

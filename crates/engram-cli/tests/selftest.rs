@@ -1,0 +1,167 @@
+//! `engram selftest` and the random-weight benchmarks as a user runs them: the CPU and (with the
+//! `wgpu` feature, on llvmpipe without a GPU) the wgpu backend pass against transformers'
+//! references and the CPU's LoRA step; bad fixtures and unknown backends are named.
+
+use std::path::Path;
+use std::process::Command;
+
+fn repo() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+fn engram() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_engram"));
+    c.current_dir(repo());
+    c
+}
+
+/// Runs `engram selftest --backend B` and returns its JSON report.
+fn selftest(backend: &str) -> serde_json::Value {
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let out = engram()
+        .args(["selftest", "--backend", backend, "--json"])
+        .arg(json.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "selftest on {backend} failed");
+    assert!(stdout.contains("4 of 4 checks passed"), "{stdout}");
+    serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap()
+}
+
+/// Runs `engram ARGS`, asserts that it fails, and returns what it printed.
+fn failing(args: &[&str]) -> String {
+    let out = engram().args(args).output().unwrap();
+    assert!(!out.status.success(), "engram {args:?} succeeded");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn value(report: &serde_json::Value, check: &str) -> f64 {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == check)
+        .unwrap_or_else(|| panic!("no check {check}"))["value"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn selftest_passes_on_the_cpu_and_names_bad_input() {
+    let r = selftest("cpu");
+    assert_eq!(r["passed"], true);
+    assert!(value(&r, "logits tiny-f32") <= 1e-4);
+    assert_eq!(value(&r, "LoRA step vs CPU"), 0.0);
+
+    let said = failing(&["selftest", "--fixtures", "/nonexistent/fixtures"]);
+    assert!(said.contains("/nonexistent/fixtures/tiny-f32"), "{said}");
+    if !cfg!(feature = "cuda") {
+        let said = failing(&["selftest", "--backend", "cuda"]);
+        assert!(said.contains("without the `cuda` feature"), "{said}");
+    }
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn selftest_passes_on_wgpu() {
+    let r = selftest("wgpu");
+    for check in ["logits tiny-f32", "logits tiny-bf16-tied"] {
+        assert!(value(&r, check) <= 1e-4, "{check}");
+    }
+    let step = value(&r, "LoRA step vs CPU");
+    eprintln!("wgpu LoRA step: max |Δgrad| / max |grad| = {step:.2e}");
+    assert!(step <= 1e-4);
+}
+
+#[test]
+fn random_weight_benchmarks_run_any_architecture() {
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let out = engram()
+        .args([
+            "bench",
+            "train",
+            "--architecture",
+            "tests/fixtures/tiny-f32/config.json",
+            "--random-weights",
+            "--ranks",
+            "4,16",
+            "--batch",
+            "2",
+            "--seq-len",
+            "24",
+            "--label-len",
+            "6",
+            "--steps",
+            "3",
+            "--peak-tflops",
+            "1",
+            "--json",
+        ])
+        .arg(json.path())
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert!(r["tokens_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        let mfu = r["mfu"].as_f64().unwrap();
+        assert!(mfu > 0.0 && mfu < 1.0, "{r}");
+    }
+    assert!(rows[1]["adapter_params"].as_u64() > rows[0]["adapter_params"].as_u64());
+
+    let out = engram()
+        .args([
+            "bench",
+            "generate",
+            "--architecture",
+            "tests/fixtures/tiny-f32/config.json",
+            "--random-weights",
+            "--batch",
+            "1,4",
+            "--new-tokens",
+            "4",
+            "--prompt-len",
+            "16",
+            "--json",
+        ])
+        .arg(json.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 2);
+    assert!(v["rows"][1]["decode_tokens_per_s"].as_f64().unwrap() > 0.0);
+
+    let out = engram()
+        .args([
+            "bench",
+            "train",
+            "--architecture",
+            "tests/fixtures/tiny-f32/config.json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "--architecture needs --random-weights"
+    );
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Builds engram with the CUDA backend on a machine that reaches only package registries
+# (crates.io, PyPI) — no GitHub, no CUDA toolkit — and packs a self-contained bundle.
+#
+# Burn's cuda backend compiles its kernels through LLVM (cubecl-cuda -> cubecl-llvm ->
+# tracel-llvm-bundler), whose build script would download a prebuilt LLVM from GitHub unless
+# the SDK is already in place. PyPI ships a matching LLVM 23 static SDK (mlc-llvm-static), and
+# the CUDA device library that kernels using math functions link (libdevice.10.bc) ships in
+# nvidia-cuda-nvcc-cu12. Both are fetched into a cache by pinned version and SHA-256.
+#
+#   scripts/build-cuda.sh [--out DIR] [--cuda-version 12080]
+#
+# Output: DIR/engram-cuda-<version>-x86_64-linux.tar.xz (default DIR: dist/) holding
+#   engram                           launcher: sets CUDA_PATH to the bundle, runs bin/engram
+#   bin/engram                       the stripped release binary (cuda + wgpu + cpu backends)
+#   nvvm/libdevice/libdevice.10.bc   CUDA's device math library
+# The binary needs glibc >= 2.35, libstdc++ and, at run time, the NVIDIA driver (libcuda.so.1).
+#
+# With internet access the plain `cargo build --release -p engram-cli --features cuda` works
+# too (tracel-llvm-bundler downloads LLVM from GitHub; cudarc asks `nvcc --version` for the
+# CUDA version, or reads CUDARC_CUDA_VERSION).
+#
+# Environment: ENGRAM_BUILD_CACHE (default ~/.cache/engram-build), CARGO_TARGET_DIR, PYTHON
+# (python3 >= 3.10: the SDK's llvm-config is a Python script).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=dist
+cuda_version="${CUDARC_CUDA_VERSION:-12080}"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --out) out="$2"; shift 2 ;;
+        --cuda-version) cuda_version="$2"; shift 2 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        *) echo "build-cuda.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+cache="${ENGRAM_BUILD_CACHE:-$HOME/.cache/engram-build}"
+python="${PYTHON:-python3}"
+mkdir -p "$cache/wheels" "$out"
+
+die() { echo "build-cuda.sh: $*" >&2; exit 1; }
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+    || die "$python is older than 3.10 (the LLVM SDK's llvm-config needs 3.10+); set PYTHON"
+command -v g++ >/dev/null || die "g++ is needed (tracel-llvm-bundler builds two C++ shims)"
+command -v xz >/dev/null || die "xz is needed to pack the bundle"
+
+# 1. The wheels, pinned and checksummed (pip refuses any other bytes).
+req="$cache/requirements.txt"
+cat > "$req" <<'REQ'
+mlc-llvm-static==23.1.1.post0 --hash=sha256:dcfec888abfaa418be77d41af585805f31463584cf9c90582992c00f392c1ac5
+mlc-llvm-static-extra-targets==23.1.1.post0 --hash=sha256:c36e834d9a4e9cf9759f27fece65711ece7a2fc2b5a96dbb15d66f5e9e787929
+nvidia-cuda-nvcc-cu12==12.9.86 --hash=sha256:5d6a0d32fdc7ea39917c20065614ae93add6f577d840233237ff08e9a38f58f0
+REQ
+echo "== fetching the LLVM SDK and libdevice wheels into $cache/wheels"
+"$python" -m pip download --quiet --no-deps --require-hashes --only-binary :all: \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_12_x86_64 \
+    --python-version 3.11 -r "$req" -d "$cache/wheels"
+
+# 2. The LLVM SDK where tracel-llvm-bundler looks (dirs::data_local_dir()/tracel/...), with
+#    the sentinel that makes its build script skip the download.
+sdk="$cache/llvm-sdk"
+if [ ! -x "$sdk/mlc_llvm_static/static/bin/llvm-config" ]; then
+    echo "== unpacking the LLVM SDK into $sdk"
+    rm -rf "$sdk"
+    "$python" -m pip install --quiet --no-deps --no-index --find-links "$cache/wheels" \
+        --target "$sdk" mlc-llvm-static==23.1.1.post0 mlc-llvm-static-extra-targets==23.1.1.post0
+fi
+export XDG_DATA_HOME="$cache/xdg"
+llvm_home="$XDG_DATA_HOME/tracel/tracel-llvm-23.1.0-4"
+mkdir -p "$XDG_DATA_HOME/tracel"
+ln -sfn "$sdk/mlc_llvm_static/static" "$llvm_home"
+touch "$llvm_home/.tracel-llvm-installed"
+
+# 3. libdevice out of the nvcc wheel.
+libdevice="$cache/libdevice/nvvm/libdevice/libdevice.10.bc"
+if [ ! -f "$libdevice" ]; then
+    mkdir -p "$(dirname "$libdevice")"
+    "$python" - "$cache/wheels" "$libdevice" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/nvidia_cuda_nvcc_cu12-12.9.86-*.whl")[0]
+with zipfile.ZipFile(wheel) as z, open(sys.argv[2], "wb") as f:
+    f.write(z.read("nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc"))
+PY
+fi
+
+# 4. The build. DOCS_RS would make the bundler skip LLVM entirely (a `cargo check` trick).
+echo "== cargo build --release -p engram-cli --features cuda (CUDARC_CUDA_VERSION=$cuda_version)"
+start=$(date +%s)
+env -u DOCS_RS CUDARC_CUDA_VERSION="$cuda_version" \
+    cargo build --release -p engram-cli --features cuda
+build_s=$(( $(date +%s) - start ))
+target="${CARGO_TARGET_DIR:-target}"
+
+# 5. The bundle.
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+name="engram-cuda-$version-x86_64-linux"
+stage="$out/$name"
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/nvvm/libdevice"
+cp "$target/release/engram" "$stage/bin/engram"
+strip "$stage/bin/engram"
+cp "$libdevice" "$stage/nvvm/libdevice/"
+cat > "$stage/engram" <<'SH'
+#!/bin/sh
+# engram with the CUDA backend: libdevice comes from this bundle unless CUDA_PATH already holds one.
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ ! -f "${CUDA_PATH:-/nonexistent}/nvvm/libdevice/libdevice.10.bc" ]; then
+    CUDA_PATH="$here"
+    export CUDA_PATH
+fi
+exec "$here/bin/engram" "$@"
+SH
+chmod +x "$stage/engram"
+tar -C "$out" -cJf "$out/$name.tar.xz" "$name"
+size=$(stat -c %s "$out/$name.tar.xz")
+echo "== built in ${build_s}s: $out/$name.tar.xz ($(( size / 1048576 )) MiB; binary $(( $(stat -c %s "$stage/bin/engram") / 1048576 )) MiB stripped)"
+[ "$size" -lt $(( 60 * 1048576 )) ] || die "the bundle is over 60 MiB"
