@@ -5,8 +5,9 @@
 use std::path::Path;
 use std::process::Command;
 
-fn repo() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+fn repo() -> std::path::PathBuf {
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"))
+        .join("../..")
 }
 
 fn engram() -> Command {

@@ -224,13 +224,13 @@ mod tests {
 
     #[test]
     fn rank_2048_on_llama_3_1_8b_needs_about_86_gb_of_adapter_state() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../configs/models/llama-3.1-8b-instruct.config.json"
+        let path = format!(
+            "{}/../../configs/models/llama-3.1-8b-instruct.config.json",
+            std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR")
         );
         let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let cfg = LlamaConfig::from_hf_json(&v, path).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let cfg = LlamaConfig::from_hf_json(&v, &path).unwrap();
         let all = LoraTarget::ALL;
         // Per layer: q 4096+4096, k/v 4096+1024 each, o 4096+4096, gate/up 4096+14336 each,
         // down 14336+4096 = 81920 per unit of rank; × 32 layers × 2048.

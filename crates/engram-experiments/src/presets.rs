@@ -88,12 +88,18 @@ impl TrainingPreset {
     }
 
     /// The settings that decide a LoRA cell's outcome, in a fixed key order (a cell's config
-    /// hash covers them): everything but how checkpoints and adapters are kept.
+    /// hash covers them): everything but how checkpoints and adapters are kept and how often
+    /// losses are read.
     pub fn outcome_settings(&self) -> Value {
         let mut v = serde_json::to_value(self).expect("training preset serializes");
         let o = v.as_object_mut().expect("object");
-        for k in ["checkpoints", "keep_checkpoints", "keep_adapters"] {
-            o.remove(k);
+        for k in [
+            "checkpoints",
+            "keep_checkpoints",
+            "log_every",
+            "keep_adapters",
+        ] {
+            o.shift_remove(k);
         }
         v
     }
@@ -123,8 +129,10 @@ mod tests {
 
     #[test]
     fn the_shipped_training_preset_is_the_default_setup() {
-        let path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/training/enronqa-lora.toml");
+        let path = Path::new(
+            &std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"),
+        )
+        .join("../../configs/training/enronqa-lora.toml");
         assert_eq!(
             TrainingPreset::load(&path).unwrap(),
             TrainingPreset::default()

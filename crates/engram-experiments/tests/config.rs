@@ -8,7 +8,8 @@ use engram_experiments::facts::{load_pool, samples};
 use engram_experiments::{Experiment, ExperimentError, default_configs_dir};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"))
+        .join("../..")
 }
 
 #[test]

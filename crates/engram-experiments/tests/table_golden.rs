@@ -12,9 +12,11 @@ use engram_experiments::{
 use serde_json::json;
 
 fn golden(name: &str, text: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
+    let path = Path::new(
+        &std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"),
+    )
+    .join("tests/golden")
+    .join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, text).unwrap();
@@ -103,7 +105,10 @@ fn table_markdown_csv_plot_and_per_fact_match_golden_files() {
     golden("per_fact.csv", &engram_experiments::per_fact::csv(&recs));
 
     let paper = Reference::read(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/paper/enronqa-table5.csv"),
+        &Path::new(
+            &std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"),
+        )
+        .join("../../configs/paper/enronqa-table5.csv"),
     )
     .unwrap();
     let mut md = table.markdown(Some(&paper));

@@ -141,7 +141,10 @@ fn item(tag: &str) -> JudgeItem {
 }
 
 fn prompt() -> JudgePrompt {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/judges/enronqa-judge.txt");
+    let path = Path::new(
+        &std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../../configs/judges/enronqa-judge.txt");
     JudgePrompt::load(&path).unwrap()
 }
 

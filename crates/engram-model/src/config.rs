@@ -346,14 +346,14 @@ mod tests {
 
     #[test]
     fn real_llama_31_config_parses() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../configs/models/llama-3.1-8b-instruct.config.json"
+        let path = format!(
+            "{}/../../configs/models/llama-3.1-8b-instruct.config.json",
+            std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR")
         );
-        let Ok(text) = std::fs::read_to_string(path) else {
+        let Ok(text) = std::fs::read_to_string(&path) else {
             panic!("{path} missing: the repository ships it beside the model preset");
         };
-        let c = LlamaConfig::from_hf_json(&serde_json::from_str(&text).unwrap(), path).unwrap();
+        let c = LlamaConfig::from_hf_json(&serde_json::from_str(&text).unwrap(), &path).unwrap();
         assert_eq!(c.num_hidden_layers, 32);
         assert_eq!(c.num_key_value_heads, 8);
         assert_eq!(c.eos_token_ids, vec![128001, 128008, 128009]);

@@ -8,7 +8,8 @@ use engram_tokenizer::{ChatTokenizer, Message};
 use serde_json::Value;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"))
+        .join("../..")
 }
 
 fn reference() -> Value {
