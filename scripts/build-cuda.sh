@@ -117,3 +117,16 @@ tar -C "$out" -cJf "$out/$name.tar.xz" "$name"
 size=$(stat -c %s "$out/$name.tar.xz")
 echo "== built in ${build_s}s: $out/$name.tar.xz ($(( size / 1048576 )) MiB; binary $(( $(stat -c %s "$stage/bin/engram") / 1048576 )) MiB stripped)"
 [ "$size" -lt $(( 60 * 1048576 )) ] || die "the bundle is over 60 MiB"
+
+# 6. The bundle runs: the CPU selftest through the launcher, and — where this machine has no
+#    CUDA driver, as a build machine usually does not — a named error for --backend cuda.
+if [ -d tests/fixtures/tiny-f32 ]; then
+    "$stage/engram" selftest --backend cpu >/dev/null || die "the bundle's CPU selftest failed"
+    echo "== the bundle's selftest passes on the CPU"
+fi
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+    msg=$("$stage/engram" selftest --backend cuda 2>&1 || true)
+    echo "$msg" | grep -q 'libcuda.so.1' \
+        || die "without a CUDA driver, --backend cuda should name libcuda.so.1; it said: $msg"
+    echo "== without a driver here, --backend cuda says: $(echo "$msg" | tail -1 | cut -c1-160)"
+fi

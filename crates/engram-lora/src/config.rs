@@ -34,6 +34,12 @@ pub struct TrainConfig {
     pub checkpoints: bool,
     /// Checkpoints kept (the newest).
     pub keep_checkpoints: usize,
+    /// Read the step losses back from the device every this many optimizer steps (and at every
+    /// epoch's end): one transfer for all of them, so that no step waits for the device. The
+    /// progress line's loss lags by up to this many steps, and a diverged loss is caught (and
+    /// named by its own step) at the next read. 0 counts as 1. Not an outcome setting: it
+    /// changes neither the adapter nor a run's fingerprint.
+    pub log_every: usize,
 }
 
 impl Default for TrainConfig {
@@ -52,6 +58,7 @@ impl Default for TrainConfig {
             max_len: None,
             checkpoints: true,
             keep_checkpoints: 1,
+            log_every: 16,
         }
     }
 }
@@ -60,6 +67,22 @@ impl TrainConfig {
     /// The clipping threshold, if clipping is on.
     pub fn clip(&self) -> Option<f64> {
         self.max_grad_norm.filter(|&n| n != 0.0)
+    }
+
+    /// Steps between loss reads (at least 1).
+    pub fn read_interval(&self) -> usize {
+        self.log_every.max(1)
+    }
+
+    /// The settings as a JSON object without the keys that only say how a run reports and keeps
+    /// its files (`checkpoints`, `keep_checkpoints`, `log_every`), in declaration order.
+    pub fn outcome_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("train config serializes");
+        let o = v.as_object_mut().expect("object");
+        for k in ["checkpoints", "keep_checkpoints", "log_every"] {
+            o.shift_remove(k);
+        }
+        v
     }
 }
 

@@ -1,7 +1,9 @@
 //! One optimizer step: its micro-batches forward and backward (the backend RNG re-seeded from
 //! (seed, step, micro-batch) before each, so dropout masks are reproducible), gradients
 //! accumulated, the global norm clipped as `torch.nn.utils.clip_grad_norm_`, and AdamW applied
-//! to the adapters.
+//! to the adapters. Nothing here reads the device: the loss stays a device tensor (the trainer
+//! reads losses once per logging interval, [`crate::losses`]) and the clip factor is computed
+//! and applied on the device, as torch's foreach clipping does.
 
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
@@ -33,8 +35,9 @@ fn step_seed(seed: u64, step: usize, micro: usize) -> u64 {
 
 /// What one optimizer step computed before the update.
 pub struct StepGradients {
-    /// Mean loss over the step's label tokens.
-    pub loss: f64,
+    /// Mean loss over the step's label tokens: a 1-element tensor on the device, detached
+    /// (reading it waits for the step; [`crate::losses::LossLog`] batches those reads).
+    pub loss: Tensor<1>,
     /// The step's label tokens.
     pub labels: usize,
     /// Non-padding tokens of the step.
@@ -61,14 +64,19 @@ pub fn gradients(
         })
         .collect();
     let labels: usize = batches.iter().map(Batch::labels).sum();
-    let (mut loss, mut tokens) = (0.0, 0);
+    let mut loss: Option<Tensor<1>> = None;
+    let mut tokens = 0;
     let mut accum = GradientsAccumulator::<Llama>::new();
     let mut single = None;
     let device = model.device();
     for (micro, batch) in batches.iter().enumerate() {
         device.seed(step_seed(cfg.seed, step, micro));
         let l = batch_loss(model, batch, labels as f64);
-        loss += l.clone().into_scalar::<f32>() as f64;
+        let part = l.clone().detach();
+        loss = Some(match loss {
+            Some(sum) => sum + part,
+            None => part,
+        });
         let grads = GradientsParams::from_grads(l.backward(), model);
         if batches.len() == 1 {
             single = Some(grads);
@@ -78,13 +86,11 @@ pub fn gradients(
         tokens += batch.tokens;
     }
     let mut grads = single.unwrap_or_else(|| accum.grads());
-    if loss.is_finite()
-        && let Some(max) = cfg.clip()
-    {
+    if let Some(max) = cfg.clip() {
         clip_global_norm(model, &mut grads, max);
     }
     StepGradients {
-        loss,
+        loss: loss.expect("an optimizer step has at least one micro-batch"),
         labels,
         tokens,
         grads,
@@ -92,7 +98,10 @@ pub fn gradients(
 }
 
 /// Scales the adapters' gradients so that their global L2 norm is at most `max` (as
-/// `torch.nn.utils.clip_grad_norm_`: factor `max / (norm + 1e-6)`, capped at 1).
+/// `torch.nn.utils.clip_grad_norm_`: factor `max / (norm + 1e-6)`, capped at 1, and — as torch's
+/// foreach path — applied to every gradient even when it is 1, so that nothing waits for the
+/// norm). A non-finite norm behaves as torch's does without `error_if_nonfinite`: an infinite
+/// one zeroes the gradients, a NaN one makes them NaN, and the next step's loss shows it.
 fn clip_global_norm(model: &Llama, grads: &mut GradientsParams, max: f64) {
     let ids: Vec<_> = model
         .adapters()
@@ -110,14 +119,17 @@ fn clip_global_norm(model: &Llama, grads: &mut GradientsParams, max: f64) {
         }
     }
     let Some(total) = total else { return };
-    let norm = (total.into_scalar::<f32>() as f64).sqrt();
-    let factor = (max / (norm + 1e-6)).min(1.0);
-    if factor >= 1.0 {
-        return;
-    }
+    let factor: Tensor<2> = total
+        .sqrt()
+        .add_scalar(1e-6)
+        .recip()
+        .mul_scalar(max)
+        .clamp_max(1.0)
+        .reshape([1, 1]);
     for id in ids {
         if let Some(g) = grads.remove::<2>(id) {
-            grads.register(id, g.mul_scalar(factor));
+            let dtype = g.dtype();
+            grads.register(id, g * factor.clone().cast(dtype));
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::checkpoint::{self, TrainerState};
 use crate::config::TrainConfig;
 use crate::error::{LoraError, Result};
 use crate::examples::{TrainExample, build_examples};
+use crate::losses::{LossLog, NonFinite};
 use crate::peft::PeftAdapter;
 use crate::record::{EpochRecord, TrainRecord};
 use crate::schedule::LinearSchedule;
@@ -111,13 +112,20 @@ impl Trainer<'_> {
         Ok(())
     }
 
+    /// The training settings as a run's fingerprint hashes them: as they were hashed before
+    /// `log_every` existed (checkpoint keys fixed, `log_every` left out), so older runs resume.
+    fn fingerprint_settings(train: &TrainConfig) -> Vec<u8> {
+        let mut t = train.outcome_json();
+        let o = t.as_object_mut().expect("object");
+        o.insert("checkpoints".into(), true.into());
+        o.insert("keep_checkpoints".into(), 0.into());
+        serde_json::to_vec(&t).expect("json")
+    }
+
     fn fingerprint(&self, examples: &[TrainExample]) -> String {
-        let mut t = self.train.clone();
-        t.checkpoints = true;
-        t.keep_checkpoints = 0;
         let mut h = Sha256::new();
         h.update(format!("{:?}", self.lora).as_bytes());
-        h.update(serde_json::to_vec(&t).expect("json"));
+        h.update(Self::fingerprint_settings(&self.train));
         h.update(self.base_model.as_bytes());
         for e in examples {
             h.update(e.id.as_bytes());
@@ -219,8 +227,10 @@ impl Trainer<'_> {
         Ok((model, run))
     }
 
-    /// Trains epoch `epoch` (0-based) of `run`; a non-finite loss ends the run with the record
-    /// written as `diverged`.
+    /// Trains epoch `epoch` (0-based) of `run`. Step losses stay on the device and are read
+    /// every `log_every` steps and at the epoch's end ([`LossLog`]); a non-finite loss ends the
+    /// run at that read, named by its own step, with the record written as `diverged` (and no
+    /// checkpoint of the diverged weights).
     fn epoch(
         &self,
         run: &mut Run,
@@ -233,7 +243,10 @@ impl Trainer<'_> {
         let t0 = Instant::now();
         let batches = epoch_batches(&data.lengths, t.batch_size, t.seed, epoch);
         let (mut tokens, mut labels, mut loss_sum, mut steps, mut lr) = (0, 0, 0.0, 0, 0.0);
-        for group in batches.chunks(t.grad_accum) {
+        let mut log = LossLog::new();
+        let mut last_loss = None;
+        let groups: Vec<&[Vec<usize>]> = batches.chunks(t.grad_accum).collect();
+        for (i, group) in groups.iter().enumerate() {
             lr = data.schedule.at(run.state.global_step);
             let g = gradients(
                 &model,
@@ -243,30 +256,40 @@ impl Trainer<'_> {
                 run.state.global_step,
                 t,
             );
-            tokens += g.tokens;
-            if !g.loss.is_finite() {
-                let err = LoraError::NonFiniteLoss {
-                    epoch: epoch + 1,
-                    step: run.state.global_step + 1,
-                    loss: g.loss,
-                    lr,
-                };
-                run.record.status = "diverged".into();
-                run.record.error = Some(err.to_string());
-                run.write_record()?;
-                return Err(err);
-            }
+            log.push(run.state.global_step, lr, g.labels, g.loss);
             model = run.optim.step(lr, model, g.grads);
             run.state.global_step += 1;
             steps += 1;
-            labels += g.labels;
-            loss_sum += g.loss * g.labels as f64;
+            tokens += g.tokens;
+            if log.pending() >= t.read_interval() || i + 1 == groups.len() {
+                match log.read() {
+                    Ok(read) => {
+                        for s in read {
+                            labels += s.labels;
+                            loss_sum += s.loss * s.labels as f64;
+                            last_loss = Some(s.loss);
+                        }
+                    }
+                    Err(NonFinite(s)) => {
+                        let err = LoraError::NonFiniteLoss {
+                            epoch: epoch + 1,
+                            step: s.step + 1,
+                            loss: s.loss,
+                            lr: s.lr,
+                        };
+                        run.record.status = "diverged".into();
+                        run.record.error = Some(err.to_string());
+                        run.write_record()?;
+                        return Err(err);
+                    }
+                }
+            }
             let secs = t0.elapsed().as_secs_f64();
             progress.status(&format!(
-                "epoch {}/{} loss {:.4} {:.0} tok/s",
+                "epoch {}/{} loss {} {:.0} tok/s",
                 epoch + 1,
                 t.epochs,
-                g.loss,
+                last_loss.map_or("…".into(), |l| format!("{l:.4}")),
                 tokens as f64 / secs.max(1e-9)
             ));
             progress.advance(1);
@@ -364,5 +387,26 @@ impl Trainer<'_> {
             adapter_dir: out.to_path_buf(),
             optimizer: run.optim,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_hash_the_settings_as_before_log_every() {
+        let t = TrainConfig {
+            log_every: 3,
+            keep_checkpoints: 5,
+            checkpoints: false,
+            ..TrainConfig::default()
+        };
+        // The bytes engram hashed when TrainConfig had no `log_every`.
+        let before = r#"{"epochs":10,"lr":0.0001,"batch_size":8,"grad_accum":1,"warmup_epochs":1.0,"decay":true,"weight_decay":0.0,"max_grad_norm":1.0,"seed":0,"max_len":null,"checkpoints":true,"keep_checkpoints":0}"#;
+        assert_eq!(
+            String::from_utf8(Trainer::fingerprint_settings(&t)).unwrap(),
+            before
+        );
     }
 }

@@ -135,8 +135,20 @@ fn resume_ends_on_the_same_adapter_as_an_uninterrupted_run() {
         .to_string();
     assert!(e.contains("--resume"), "{e}");
 
+    // Resumed with another loss-read interval: not an outcome setting, so the checkpoint is
+    // this run's and the adapter comes out the same.
     let (model, _) = tiny(true);
-    let resumed = trainer.run(model, &facts, cut.path(), true).unwrap();
+    let resumed = Trainer {
+        train: TrainConfig {
+            log_every: 1,
+            ..trainer.train.clone()
+        },
+        lora: trainer.lora.clone(),
+        tokenizer: &tok,
+        base_model: "tiny-f32".into(),
+    }
+    .run(model, &facts, cut.path(), true)
+    .unwrap();
     assert_eq!(resumed.record.resumed_after_epoch, Some(2));
     assert_eq!(adapter_bytes(cut.path()), adapter_bytes(full.path()));
     let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
@@ -207,6 +219,47 @@ fn a_diverging_run_ends_with_a_named_error_and_a_record() {
             .unwrap();
     assert_eq!(rec["status"], "diverged");
     assert!(rec["error"].as_str().unwrap().contains("loss"));
+    // No checkpoint holds the diverged weights: only epochs before the diverged one are kept.
+    let epoch: usize = e
+        .split("at epoch ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    if let Ok(dir) = std::fs::read_dir(out.path().join("checkpoints")) {
+        for c in dir {
+            let name = c.unwrap().file_name().into_string().unwrap();
+            let n: usize = name.trim_start_matches("epoch-").parse().unwrap();
+            assert!(
+                n < epoch,
+                "{name} written after a divergence in epoch {epoch}"
+            );
+        }
+    }
+
+    // Losses read every step or once per epoch: the error names the same step (the one whose
+    // loss first left the finite range, not the one that read it).
+    for every in [1, 100] {
+        let out = tempfile::tempdir().unwrap();
+        let t = Trainer {
+            train: TrainConfig {
+                log_every: every,
+                ..trainer.train.clone()
+            },
+            lora: trainer.lora.clone(),
+            tokenizer: &tok,
+            base_model: "tiny-f32".into(),
+        };
+        let other = t
+            .run(tiny(true).0, &facts(8), out.path(), false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(other, e, "log_every {every}");
+    }
 }
 
 #[test]

@@ -39,9 +39,9 @@ pub struct Attention {
 }
 
 impl Attention {
-    /// `x: [batch, seq, hidden]`; `cos`/`sin: [batch, 1, seq, head_dim]`; `mask: [batch, 1, seq,
-    /// keys]` (true = masked). With a cache, the new keys/values are appended and attention runs
-    /// over everything cached.
+    /// `x: [batch, seq, hidden]`; `cos`/`sin: [batch or 1, 1, seq, head_dim]`; `mask: [batch, 1,
+    /// seq, keys]` (true = masked). With a cache, the new keys/values are appended and attention
+    /// runs over everything cached.
     pub fn forward(
         &self,
         x: Tensor<3>,

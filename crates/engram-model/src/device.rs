@@ -61,6 +61,16 @@ pub fn open_device(name: &str) -> Result<Device> {
     let device = device_from_name(name)?;
     let kind = name.split(':').next().unwrap_or(name).to_ascii_lowercase();
     if kind == "cuda" {
+        // The driver first, outside Burn: a missing libcuda.so.1 panics on the fusion runner
+        // thread, and what reaches this thread is only a follow-on panic that names no driver.
+        let index = name
+            .split_once(':')
+            .and_then(|(_, i)| i.parse().ok())
+            .unwrap_or(0);
+        cuda_driver(index).map_err(|reason| ModelError::Device {
+            backend: name.into(),
+            reason,
+        })?;
         find_libdevice().map_err(|looked| ModelError::Device {
             backend: name.into(),
             reason: format!(
@@ -217,6 +227,36 @@ fn cuda_memory(index: usize) -> Option<u64> {
 #[cfg(not(feature = "cuda"))]
 fn cuda_memory(_index: usize) -> Option<u64> {
     None
+}
+
+/// Whether the CUDA driver loads, initializes and has device `index`; the reason if not.
+#[cfg(feature = "cuda")]
+fn cuda_driver(index: usize) -> std::result::Result<(), String> {
+    use cudarc::driver::result;
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let checked = std::panic::catch_unwind(|| -> std::result::Result<(), String> {
+        result::init().map_err(|e| format!("the CUDA driver did not initialize ({e:?})"))?;
+        let count = result::device::get_count()
+            .map_err(|e| format!("the CUDA driver lists no devices ({e:?})"))?;
+        if index as std::ffi::c_int >= count {
+            return Err(format!(
+                "there is no CUDA device {index}: the driver sees {count} \
+                 (CUDA_VISIBLE_DEVICES may hide some)"
+            ));
+        }
+        Ok(())
+    });
+    std::panic::set_hook(hook);
+    match checked {
+        Ok(r) => r,
+        Err(panic) => Err(explain_panic("cuda", &panic_text(panic.as_ref()))),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_driver(_index: usize) -> std::result::Result<(), String> {
+    Ok(())
 }
 
 #[cfg(feature = "wgpu")]

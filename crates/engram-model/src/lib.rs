@@ -18,6 +18,7 @@ pub mod device;
 pub mod error;
 pub mod generate;
 pub mod kv_cache;
+pub mod launches;
 pub mod linear;
 pub mod llama;
 pub mod load;
@@ -38,6 +39,7 @@ pub use device::{available_backends, device_from_name, device_memory, device_nam
 pub use error::{ModelError, Result};
 pub use generate::{Generation, GenerationConfig, generate, generate_after_prefix};
 pub use kv_cache::KvCache;
+pub use launches::LaunchCounter;
 pub use llama::Llama;
 pub use load::WeightDType;
 pub use lora::{LoraAdapter, LoraConfig, LoraSettings, LoraTarget};

@@ -2,6 +2,8 @@
 //! is how HF checkpoints store q/k rows. Frequencies are computed in f32 exactly as
 //! `transformers.modeling_rope_utils` does (default, linear, llama3), then cos/sin per position.
 
+use std::sync::{Arc, Mutex};
+
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::config::{LlamaConfig, RopeScaling};
@@ -58,10 +60,21 @@ pub fn inv_freq(config: &LlamaConfig) -> Vec<f32> {
     inv
 }
 
-/// Rotary embedding: cos/sin tables computed on the host for the positions of each call.
+/// Tables kept per (device, length) for positions `0..t` (see [`Rotary::tables`]).
+type TableCache = Arc<Mutex<Vec<(Device, usize, Tensor<4>, Tensor<4>)>>>;
+
+/// Lengths whose `0..t` tables are kept per device (the oldest goes first): training batches
+/// are length-bucketed, so a run sees a handful of lengths.
+const CACHED_LENGTHS: usize = 32;
+
+/// Rotary embedding: cos/sin tables computed on the host. When every row sits at the same
+/// positions (training batches, unpadded forwards) one `[1, 1, seq, head_dim]` table serves the
+/// batch by broadcasting, and the table of positions `0..seq` is kept on the device, so a
+/// training step uploads none.
 #[derive(Debug, Clone)]
 pub struct Rotary {
     inv_freq: Vec<f32>,
+    cache: TableCache,
 }
 
 impl Rotary {
@@ -69,6 +82,7 @@ impl Rotary {
     pub fn new(config: &LlamaConfig) -> Self {
         Self {
             inv_freq: inv_freq(config),
+            cache: Arc::default(),
         }
     }
 
@@ -77,8 +91,32 @@ impl Rotary {
         &self.inv_freq
     }
 
-    /// cos and sin, each `[batch, 1, seq, head_dim]`, for `positions[b][t]`.
+    /// cos and sin for `positions[b][t]`: `[batch, 1, seq, head_dim]`, or `[1, 1, seq,
+    /// head_dim]` when every row has the same positions.
     pub fn tables(&self, positions: &[Vec<usize>], device: &Device) -> (Tensor<4>, Tensor<4>) {
+        let shared = positions.windows(2).all(|w| w[0] == w[1]);
+        if !shared || positions.is_empty() {
+            return self.compute(positions, device);
+        }
+        let row = &positions[0];
+        let t = row.len();
+        if t < 2 || row.iter().enumerate().any(|(i, &p)| p != i) {
+            return self.compute(&positions[..1], device);
+        }
+        let mut cache = self.cache.lock().expect("rope cache");
+        if let Some((_, _, cos, sin)) = cache.iter().find(|(d, n, _, _)| *n == t && d == device) {
+            return (cos.clone(), sin.clone());
+        }
+        let (cos, sin) = self.compute(&positions[..1], device);
+        if cache.len() == CACHED_LENGTHS {
+            cache.remove(0);
+        }
+        cache.push((device.clone(), t, cos.clone(), sin.clone()));
+        (cos, sin)
+    }
+
+    /// The tables of `positions`, one row per entry.
+    fn compute(&self, positions: &[Vec<usize>], device: &Device) -> (Tensor<4>, Tensor<4>) {
         let b = positions.len();
         let t = positions.first().map_or(0, Vec::len);
         let half = self.inv_freq.len();
@@ -111,4 +149,48 @@ pub fn apply_rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4>
     let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
     let dtype = x.dtype();
     x * cos.clone().cast(dtype) + rotated * sin.clone().cast(dtype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(t: Tensor<4>) -> Vec<f32> {
+        t.into_data().try_into_vec_as::<f32>().unwrap()
+    }
+
+    #[test]
+    fn shared_positions_give_one_broadcast_row_equal_to_the_per_row_tables() {
+        let cfg = LlamaConfig::from_hf_json(
+            &serde_json::json!({
+                "model_type": "llama", "hidden_size": 16, "intermediate_size": 32,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1, "num_hidden_layers": 1, "vocab_size": 10,
+                "rms_norm_eps": 1e-5, "max_position_embeddings": 64, "rope_theta": 10000.0,
+            }),
+            "test",
+        )
+        .unwrap();
+        let r = Rotary::new(&cfg);
+        let dev = Device::flex();
+        let rows: Vec<Vec<usize>> = (0..3).map(|_| (0..5).collect()).collect();
+        let (cos, sin) = r.tables(&rows, &dev);
+        assert_eq!(cos.dims(), [1, 1, 5, 8]);
+        let (pc, ps) = r.compute(&rows, &dev);
+        assert_eq!(pc.dims(), [3, 1, 5, 8]);
+        let (pc, ps) = (values(pc), values(ps));
+        assert_eq!(values(cos.clone()), pc[..40].to_vec());
+        assert_eq!(values(sin), ps[80..].to_vec());
+        // Kept: the second call hands back the cached table.
+        assert_eq!(r.cache.lock().unwrap().len(), 1);
+        let (again, _) = r.tables(&rows, &dev);
+        assert_eq!(values(again), values(cos));
+        assert_eq!(r.cache.lock().unwrap().len(), 1);
+        // Rows at other positions keep one table row each, and nothing is cached for them.
+        let mixed = vec![vec![0, 1], vec![3, 4]];
+        assert_eq!(r.tables(&mixed, &dev).0.dims(), [2, 1, 2, 8]);
+        let shifted = vec![vec![3, 4], vec![3, 4]];
+        assert_eq!(r.tables(&shifted, &dev).0.dims(), [1, 1, 2, 8]);
+        assert_eq!(r.cache.lock().unwrap().len(), 1);
+    }
 }

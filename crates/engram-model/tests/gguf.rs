@@ -192,6 +192,29 @@ fn smollm2_gguf_matches_transformers() {
         .expect("SmolLM2 fetch");
     let ckpt = Checkpoint::open(path.to_str().unwrap()).unwrap();
     let model = Llama::load(&ckpt, WeightDType::F32, &Device::flex()).unwrap();
+    // The committed architecture file (`bench --architecture … --random-weights`) has this
+    // checkpoint's shape.
+    let file = repo().join("configs/models/smollm2-135m-instruct.config.json");
+    let arch: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let arch = engram_model::LlamaConfig::from_hf_json(&arch, "smollm2 config").unwrap();
+    let shape = |c: &engram_model::LlamaConfig| {
+        let dims = [
+            c.vocab_size,
+            c.hidden_size,
+            c.intermediate_size,
+            c.num_hidden_layers,
+        ];
+        let heads = [c.num_attention_heads, c.num_key_value_heads, c.head_dim];
+        (
+            dims,
+            heads,
+            c.rope_theta,
+            c.tie_word_embeddings,
+            c.max_position_embeddings,
+        )
+    };
+    assert_eq!(shape(&arch), shape(&model.config));
     let tok = engram_tokenizer::ChatTokenizer::from_files(&ckpt.tokenizer).unwrap();
     let reference = Reference::open(&fixtures().join("smollm2_reference.safetensors"));
     let ids = reference.ids("input_ids");

@@ -90,6 +90,10 @@ pub struct TrainArgs {
     /// No per-epoch checkpoints.
     #[arg(long)]
     pub no_checkpoints: bool,
+    /// Read the step losses from the device every N optimizer steps (default: the preset's, 16);
+    /// the progress line's loss lags by up to N steps, a divergence is caught at the next read.
+    #[arg(long, value_name = "N")]
+    pub log_every: Option<usize>,
     /// After training, answer the original and rephrased questions and print exact match.
     #[arg(long)]
     pub eval: bool,
@@ -146,6 +150,7 @@ impl TrainArgs {
         }
         set(&mut t.keep_checkpoints, self.keep_checkpoints);
         t.checkpoints &= !self.no_checkpoints;
+        set(&mut t.log_every, self.log_every);
         Ok(p)
     }
 }

@@ -11,7 +11,10 @@
 //! gradients of the adapters (6 × adapter parameters per token), the language-model head on
 //! the label positions only (4 × vocab × hidden each, as engram's loss computes it), and
 //! attention scores (forward and backward, 3 × 4 × layers × heads × head_dim × seq² per row).
-//! The backend reports no kernel or sync counts, so none are printed.
+//! Ops and syncs per optimizer step: kernel launches (CubeCL's launch observer, so GPU backends
+//! only; fused Burn ops count once) and device-to-host reads issued by engram's training code,
+//! over the timed steps. Step losses are read as the trainer reads them: once per `log_every`
+//! steps.
 
 use std::path::Path;
 use std::time::Instant;
@@ -21,10 +24,11 @@ use burn::tensor::Device;
 use engram_experiments::estimate::{human_bytes, lora_parameters, lora_training_bytes};
 use engram_lora::TrainConfig;
 use engram_lora::examples::TrainExample;
+use engram_lora::losses::{LossLog, NonFinite, host_reads};
 use engram_lora::step::{gradients, optimizer};
 use engram_model::{
-    GenerationConfig, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling, WeightDType,
-    device_memory, device_name, generate, open_device,
+    GenerationConfig, LaunchCounter, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling,
+    WeightDType, device_memory, device_name, generate, open_device,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -177,8 +181,16 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         spec.warmup
     );
     println!(
-        "{:>5}  {:>12}  {:>10}  {:>9}  {:>7}  {:>10}  {:>14}",
-        "rank", "adapter", "tok/s", "step ms", "TFLOP/s", "MFU", "peak memory"
+        "{:>5}  {:>12}  {:>10}  {:>9}  {:>7}  {:>10}  {:>14}  {:>12}  {:>11}",
+        "rank",
+        "adapter",
+        "tok/s",
+        "step ms",
+        "TFLOP/s",
+        "MFU",
+        "peak memory",
+        "launches/step",
+        "reads/step"
     );
     let examples = random_examples(cfg.vocab_size, spec.batch, spec.seq, spec.labels, 1);
     let group = vec![(0..spec.batch).collect::<Vec<_>>()];
@@ -209,24 +221,31 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             .with_lora(&LoraConfig::new(rank))?;
         let mut optim = optimizer(&train_cfg);
         let mut high = reserved(&device);
+        let mut log = LossLog::new();
         let mut t0 = Instant::now();
+        let (mut launches, mut reads0) = (None, host_reads());
         for step in 0..spec.warmup + spec.steps {
             if step == spec.warmup {
+                read_losses(&mut log, rank, spec.dtype)?;
+                let _ = device.sync();
                 t0 = Instant::now();
+                launches = LaunchCounter::start();
+                reads0 = host_reads();
             }
             let g = gradients(&model, &examples, &group, 0, step, &train_cfg);
-            if !g.loss.is_finite() {
-                bail!(
-                    "rank {rank}: the loss became {} at step {step} (random weights in {:?})",
-                    g.loss,
-                    spec.dtype
-                );
-            }
+            log.push(step, 1e-4, g.labels, g.loss);
             model = optim.step(1e-4, model, g.grads);
+            if log.pending() >= train_cfg.read_interval() {
+                read_losses(&mut log, rank, spec.dtype)?;
+            }
             high = high.max(reserved(&device));
         }
+        read_losses(&mut log, rank, spec.dtype)?;
         let _ = device.sync();
         let secs = t0.elapsed().as_secs_f64().max(1e-9);
+        let per_step = |n: u64| n as f64 / spec.steps as f64;
+        let launches = launches.map(|c| per_step(c.launched()));
+        let reads = per_step(host_reads() - reads0);
         let tokens = (spec.batch * spec.seq * spec.steps) as f64;
         let flops =
             train_step_flops(&cfg, adapter, spec.batch, spec.seq, spec.labels) * spec.steps as f64;
@@ -234,19 +253,22 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         let mfu = peak.map(|p| tflops / p);
         let (mem, mem_kind) = peak_memory(high);
         println!(
-            "{rank:>5}  {:>12}  {:>10.1}  {:>9.1}  {:>7.2}  {:>10}  {:>14}",
+            "{rank:>5}  {:>12}  {:>10.1}  {:>9.1}  {:>7.2}  {:>10}  {:>14}  {:>12}  {:>11.2}",
             adapter as u64,
             tokens / secs,
             1e3 * secs / spec.steps as f64,
             tflops,
             mfu.map_or("-".into(), |m| format!("{:.1} %", 100.0 * m)),
-            human_bytes(mem)
+            human_bytes(mem),
+            launches.map_or("-".into(), |l| format!("{l:.1}")),
+            reads
         );
         rows.push(json!({
             "rank": rank, "adapter_params": adapter as u64, "tokens_per_s": tokens / secs,
             "step_ms": 1e3 * secs / spec.steps as f64, "tflops": tflops, "mfu": mfu,
             "peak_memory_bytes": if mem.is_finite() { json!(mem) } else { json!(null) },
-            "memory_kind": mem_kind,
+            "memory_kind": mem_kind, "kernel_launches_per_step": launches,
+            "host_reads_per_step": reads,
         }));
         drop(model);
         drop(optim);
@@ -264,6 +286,17 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         "batch": spec.batch, "seq_len": spec.seq, "label_len": spec.labels, "steps": spec.steps,
         "peak_tflops": peak, "rows": rows,
     }))
+}
+
+/// Reads the pending step losses; a non-finite one is an error naming the step.
+fn read_losses(log: &mut LossLog, rank: usize, dtype: WeightDType) -> Result<()> {
+    log.read().map(|_| ()).map_err(|NonFinite(s)| {
+        anyhow::anyhow!(
+            "rank {rank}: the loss became {} at step {} (random weights in {dtype:?})",
+            s.loss,
+            s.step
+        )
+    })
 }
 
 /// Times greedy generation from random prompts of `prompt_len` tokens at each batch size.
