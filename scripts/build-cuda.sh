@@ -71,7 +71,9 @@ export XDG_DATA_HOME="$cache/xdg"
 llvm_home="$XDG_DATA_HOME/tracel/tracel-llvm-23.1.0-4"
 mkdir -p "$XDG_DATA_HOME/tracel"
 ln -sfn "$sdk/mlc_llvm_static/static" "$llvm_home"
-touch "$llvm_home/.tracel-llvm-installed"
+# Created once: the bundler's build script reruns when the sentinel's mtime changes, and with
+# it cubecl-llvm and everything above it (a 22-minute "warm" build).
+[ -f "$llvm_home/.tracel-llvm-installed" ] || touch "$llvm_home/.tracel-llvm-installed"
 
 # 3. libdevice out of the nvcc wheel.
 libdevice="$cache/libdevice/nvvm/libdevice/libdevice.10.bc"
