@@ -229,7 +229,7 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
                 read_losses(&mut log, rank, spec.dtype)?;
                 let _ = device.sync();
                 t0 = Instant::now();
-                launches = LaunchCounter::start();
+                launches = LaunchCounter::start(&device);
                 reads0 = host_reads();
             }
             let g = gradients(&model, &examples, &group, 0, step, &train_cfg);
