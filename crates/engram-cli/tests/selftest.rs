@@ -31,6 +31,25 @@ fn selftest(backend: &str) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap()
 }
 
+/// Runs `engram bench ARGS --json FILE`, asserts that it succeeds, and returns the JSON.
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let out = engram()
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .arg(json.path())
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap()
+}
+
 /// Runs `engram ARGS`, asserts that it fails, and returns what it printed.
 fn failing(args: &[&str]) -> String {
     let out = engram().args(args).output().unwrap();
@@ -82,39 +101,24 @@ fn selftest_passes_on_wgpu() {
 
 #[test]
 fn random_weight_benchmarks_run_any_architecture() {
-    let json = tempfile::NamedTempFile::new().unwrap();
-    let out = engram()
-        .args([
-            "bench",
-            "train",
-            "--architecture",
-            "tests/fixtures/tiny-f32/config.json",
-            "--random-weights",
-            "--ranks",
-            "4,16",
-            "--batch",
-            "2",
-            "--seq-len",
-            "24",
-            "--label-len",
-            "6",
-            "--steps",
-            "3",
-            "--peak-tflops",
-            "1",
-            "--json",
-        ])
-        .arg(json.path())
-        .output()
-        .unwrap();
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
+    let v = bench_json(&[
+        "train",
+        "--architecture",
+        "tests/fixtures/tiny-f32/config.json",
+        "--random-weights",
+        "--ranks",
+        "4,16",
+        "--batch",
+        "2",
+        "--seq-len",
+        "24",
+        "--label-len",
+        "6",
+        "--steps",
+        "3",
+        "--peak-tflops",
+        "1",
+    ]);
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for r in rows {
@@ -124,45 +128,26 @@ fn random_weight_benchmarks_run_any_architecture() {
     }
     assert!(rows[1]["adapter_params"].as_u64() > rows[0]["adapter_params"].as_u64());
 
-    let out = engram()
-        .args([
-            "bench",
-            "generate",
-            "--architecture",
-            "tests/fixtures/tiny-f32/config.json",
-            "--random-weights",
-            "--batch",
-            "1,4",
-            "--new-tokens",
-            "4",
-            "--prompt-len",
-            "16",
-            "--json",
-        ])
-        .arg(json.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
+    let v = bench_json(&[
+        "generate",
+        "--architecture",
+        "tests/fixtures/tiny-f32/config.json",
+        "--random-weights",
+        "--batch",
+        "1,4",
+        "--new-tokens",
+        "4",
+        "--prompt-len",
+        "16",
+    ]);
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
     assert!(v["rows"][1]["decode_tokens_per_s"].as_f64().unwrap() > 0.0);
 
-    let out = engram()
-        .args([
-            "bench",
-            "train",
-            "--architecture",
-            "tests/fixtures/tiny-f32/config.json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        !out.status.success(),
-        "--architecture needs --random-weights"
-    );
+    // --architecture needs --random-weights.
+    failing(&[
+        "bench",
+        "train",
+        "--architecture",
+        "tests/fixtures/tiny-f32/config.json",
+    ]);
 }

@@ -80,12 +80,7 @@ pub fn open_device(name: &str) -> Result<Device> {
             ),
         })?;
     }
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        Tensor::<1>::ones([4], &device).sum().into_scalar::<f32>()
-    }));
-    std::panic::set_hook(hook);
+    let ran = quietly(|| Tensor::<1>::ones([4], &device).sum().into_scalar::<f32>());
     match ran {
         Ok(4.0) => Ok(device),
         Ok(v) => Err(ModelError::Device {
@@ -97,6 +92,16 @@ pub fn open_device(name: &str) -> Result<Device> {
             reason: explain_panic(&kind, &panic_text(panic.as_ref())),
         }),
     }
+}
+
+/// Runs `f`, catching a panic without printing it (backends panic where they cannot start;
+/// the caller turns the panic into a named error).
+fn quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    ran
 }
 
 /// The text of a caught panic.
@@ -212,15 +217,12 @@ fn meminfo_total(text: &str) -> Option<u64> {
 fn cuda_memory(index: usize) -> Option<u64> {
     use cudarc::driver::result;
     // cudarc loads the driver on first use and panics when it is missing.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let bytes = std::panic::catch_unwind(|| {
+    let bytes = quietly(|| {
         result::init().ok()?;
         let dev = result::device::get(index as std::ffi::c_int).ok()?;
         // SAFETY: `dev` was returned by `device::get`.
         unsafe { result::device::total_mem(dev) }.ok()
     });
-    std::panic::set_hook(hook);
     bytes.ok().flatten().map(|b| b as u64)
 }
 
@@ -233,9 +235,7 @@ fn cuda_memory(_index: usize) -> Option<u64> {
 #[cfg(feature = "cuda")]
 fn cuda_driver(index: usize) -> std::result::Result<(), String> {
     use cudarc::driver::result;
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let checked = std::panic::catch_unwind(|| -> std::result::Result<(), String> {
+    let checked = quietly(|| -> std::result::Result<(), String> {
         result::init().map_err(|e| format!("the CUDA driver did not initialize ({e:?})"))?;
         let count = result::device::get_count()
             .map_err(|e| format!("the CUDA driver lists no devices ({e:?})"))?;
@@ -247,7 +247,6 @@ fn cuda_driver(index: usize) -> std::result::Result<(), String> {
         }
         Ok(())
     });
-    std::panic::set_hook(hook);
     match checked {
         Ok(r) => r,
         Err(panic) => Err(explain_panic("cuda", &panic_text(panic.as_ref()))),
