@@ -22,6 +22,27 @@ pub struct TokenizerFiles {
     pub origin: String,
 }
 
+impl TokenizerFiles {
+    /// The tokenizer files of an HF directory (`tokenizer.json`, `tokenizer_config.json`, each
+    /// optional here), which need no weights beside them.
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let tok_path = dir.join("tokenizer.json");
+        let tokenizer_json = if tok_path.is_file() {
+            Some(
+                std::fs::read_to_string(&tok_path)
+                    .map_err(|e| CheckpointError::io(&tok_path, e))?,
+            )
+        } else {
+            None
+        };
+        Ok(Self {
+            tokenizer_json,
+            tokenizer_config: read_optional_json(&dir.join("tokenizer_config.json"))?,
+            origin: dir.display().to_string(),
+        })
+    }
+}
+
 /// A model checkpoint opened for loading.
 pub struct Checkpoint {
     /// What the user named (path or repo id) and where it resolved to.
@@ -124,25 +145,12 @@ impl Checkpoint {
         }
         let config = read_json(&config_path)?;
         let tensors = SafetensorsCheckpoint::open_dir(dir)?;
-        let tok_path = dir.join("tokenizer.json");
-        let tokenizer_json = if tok_path.is_file() {
-            Some(
-                std::fs::read_to_string(&tok_path)
-                    .map_err(|e| CheckpointError::io(&tok_path, e))?,
-            )
-        } else {
-            None
-        };
         Ok(Self {
             origin: dir.display().to_string(),
             config,
             config_origin: config_path.display().to_string(),
             generation_config: read_optional_json(&dir.join("generation_config.json"))?,
-            tokenizer: TokenizerFiles {
-                tokenizer_json,
-                tokenizer_config: read_optional_json(&dir.join("tokenizer_config.json"))?,
-                origin: dir.display().to_string(),
-            },
+            tokenizer: TokenizerFiles::from_dir(dir)?,
             tensors: Box::new(tensors),
             rope_freq_factors: None,
             from_gguf: false,

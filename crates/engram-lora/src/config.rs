@@ -5,6 +5,33 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How a micro-batch's examples are laid out for the forward pass.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchLayout {
+    /// One row per example, right-padded to the micro-batch's longest (transformers' default
+    /// collator).
+    #[default]
+    Padded,
+    /// Examples placed end to end into rows of [`TrainConfig::pack_length`] slots, each with its
+    /// own positions and seeing only itself (a block-diagonal causal mask), loss on its answer
+    /// tokens only: the padded layout's loss and gradients in exact arithmetic (float rounding
+    /// aside; dropout draws other masks for the other shape), fewer padding slots and a handful
+    /// of distinct shapes per run, so that autotune and fusion caches hit.
+    Packed,
+}
+
+impl BatchLayout {
+    /// Whether this is the default layout (left out of serialized settings, so that the
+    /// fingerprints and config hashes of runs made before packing existed stay as they were).
+    pub fn is_padded(&self) -> bool {
+        *self == BatchLayout::Padded
+    }
+}
+
+/// Packed row lengths are rounded up to a multiple of this.
+pub const PACK_MULTIPLE: usize = 64;
+
 /// Training settings. Missing keys take their defaults when read from a preset.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -40,6 +67,14 @@ pub struct TrainConfig {
     /// named by its own step) at the next read. 0 counts as 1. Not an outcome setting: it
     /// changes neither the adapter nor a run's fingerprint.
     pub log_every: usize,
+    /// How micro-batches are laid out: `padded` (default) or `packed` ([`BatchLayout`]).
+    #[serde(skip_serializing_if = "BatchLayout::is_padded")]
+    pub layout: BatchLayout,
+    /// Slots per packed row (`layout = "packed"` only; default: the run's longest example rounded
+    /// up to a multiple of [`PACK_MULTIPLE`]). A fixed length keeps the number of distinct batch
+    /// shapes small.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pack_length: Option<usize>,
 }
 
 impl Default for TrainConfig {
@@ -59,6 +94,8 @@ impl Default for TrainConfig {
             checkpoints: true,
             keep_checkpoints: 1,
             log_every: 16,
+            layout: BatchLayout::Padded,
+            pack_length: None,
         }
     }
 }
@@ -72,6 +109,23 @@ impl TrainConfig {
     /// Steps between loss reads (at least 1).
     pub fn read_interval(&self) -> usize {
         self.log_every.max(1)
+    }
+
+    /// The packed row length for examples whose longest has `longest` tokens, or `None` for the
+    /// padded layout; an error names `pack_length` when it is shorter than that example.
+    pub fn packed_rows(&self, longest: usize) -> Result<Option<usize>, String> {
+        if self.layout.is_padded() {
+            return Ok(None);
+        }
+        let len = self
+            .pack_length
+            .unwrap_or_else(|| longest.div_ceil(PACK_MULTIPLE).max(1) * PACK_MULTIPLE);
+        if len < longest {
+            return Err(format!(
+                "pack_length = {len} is shorter than the longest training example ({longest} tokens)"
+            ));
+        }
+        Ok(Some(len))
     }
 
     /// The settings as a JSON object without the keys that only say how a run reports and keeps
@@ -97,5 +151,35 @@ mod tests {
         assert_eq!(c.epochs, 10);
         assert_eq!(c.clip(), None);
         assert_eq!(TrainConfig::default().clip(), Some(1.0));
+    }
+
+    #[test]
+    fn packing_is_opt_in_and_its_row_length_covers_the_longest_example() {
+        let padded = TrainConfig::default();
+        assert_eq!(padded.packed_rows(100), Ok(None));
+        let json = serde_json::to_string(&padded).unwrap();
+        assert!(
+            !json.contains("layout") && !json.contains("pack_length"),
+            "{json}"
+        );
+        let packed: TrainConfig = serde_json::from_str(r#"{"layout": "packed"}"#).unwrap();
+        assert_eq!(packed.packed_rows(100), Ok(Some(128)));
+        assert_eq!(packed.packed_rows(128), Ok(Some(128)));
+        assert_eq!(packed.packed_rows(1), Ok(Some(64)));
+        assert!(
+            serde_json::to_string(&packed)
+                .unwrap()
+                .contains(r#""layout":"packed""#)
+        );
+        let short = TrainConfig {
+            pack_length: Some(50),
+            ..packed
+        };
+        let err = short.packed_rows(60).unwrap_err();
+        assert!(
+            err.contains("pack_length = 50") && err.contains("60 tokens"),
+            "{err}"
+        );
+        assert!(serde_json::from_str::<TrainConfig>(r#"{"layout": "pack"}"#).is_err());
     }
 }

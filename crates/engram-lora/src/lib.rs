@@ -3,7 +3,7 @@
 //! Start here: a [`Trainer`] takes a model, a [`engram_model::LoraConfig`] and a
 //! [`TrainConfig`] (whose `Default` is the one home of the training defaults, EnronQA §6's) and
 //! trains adapters on facts — [`examples`] turns facts into chat-formatted examples, [`batches`]
-//! orders them, [`step`] computes one optimizer step without reading the device, [`losses`]
+//! orders them, [`pack`] packs a batch into fixed-length rows (`layout = "packed"`), [`step`] computes one optimizer step without reading the device, [`losses`]
 //! reads the step losses back once per logging interval, [`checkpoint`] saves every epoch so that
 //! `--resume` ends on the same adapter. [`peft`] writes and reads PEFT's adapter layout;
 //! [`merge`] folds an adapter into its base as an HF checkpoint. Answering with the trained
@@ -17,6 +17,7 @@ pub mod examples;
 pub mod loss;
 pub mod losses;
 pub mod merge;
+pub mod pack;
 pub mod peft;
 pub mod probe;
 pub mod record;
@@ -24,7 +25,7 @@ pub mod schedule;
 pub mod step;
 pub mod trainer;
 
-pub use config::TrainConfig;
+pub use config::{BatchLayout, TrainConfig};
 pub use error::{LoraError, Result};
 pub use examples::{TrainExample, build_examples};
 pub use merge::merge_to_hf;

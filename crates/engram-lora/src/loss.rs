@@ -1,60 +1,126 @@
-//! Padded training batches and the masked cross-entropy: mean negative log-likelihood over the
-//! label tokens (answer + end of turn) of the whole optimizer step, as transformers'
+//! Training batches and the masked cross-entropy: mean negative log-likelihood over the label
+//! tokens (answer + end of turn) of the whole optimizer step, as transformers'
 //! `LlamaForCausalLM` loss with `-100` labels. Only the hidden states that predict a label go
 //! through the language-model head, which gives the same value and gradient as full logits at a
 //! fraction of the vocabulary projection.
+//!
+//! A batch is laid out padded (one right-padded row per example) or packed (examples end to end
+//! in rows of a fixed length, [`crate::pack`]); a packed row carries each slot's position and
+//! sequence (segment), and its mask — causal inside each sequence, nothing across — is built on
+//! the device from the segments ([`engram_model::mask::segment_mask`]).
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{DType, Int, Tensor, TensorData};
 use engram_model::Llama;
 use engram_model::llama::ids_tensor;
-use engram_model::mask::attention_mask;
+use engram_model::mask::{causal_mask, segment_mask};
 
 use crate::examples::TrainExample;
+use crate::pack::pack_rows;
 
-/// A right-padded batch with the positions whose next token is a label.
+/// Per-slot positions and segments of a packed batch, `[rows][len]` each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packing {
+    /// Position of each slot inside its own sequence (0 for padding slots).
+    pub positions: Vec<Vec<i64>>,
+    /// The sequence each slot belongs to; every padding slot has a segment of its own.
+    pub segments: Vec<Vec<i64>>,
+}
+
+/// A batch of token rows with the positions whose next token is a label.
 #[derive(Debug, Clone)]
 pub struct Batch {
-    /// Token ids, `[batch][seq]`, right-padded.
+    /// Token ids, `[rows][slots]`, padded on the right with the pad id.
     pub ids: Vec<Vec<u32>>,
-    /// Flat `b * seq + t` indices of the hidden states that predict a label.
+    /// Flat `row * slots + slot` indices of the hidden states that predict a label.
     pub predict_at: Vec<i64>,
     /// The label token predicted at each of those positions.
     pub targets: Vec<i64>,
     /// Non-padding tokens (throughput counts these).
     pub tokens: usize,
+    /// `Some` for a packed batch.
+    pub packing: Option<Packing>,
 }
 
 impl Batch {
-    /// Pads `examples` on the right with `pad_id`.
-    pub fn new(examples: &[&TrainExample], pad_id: u32) -> Self {
+    /// Pads `examples` on the right with `pad_id` (`pack: None`), or packs them into rows of
+    /// `pack` slots (every example must fit one).
+    pub fn new(examples: &[&TrainExample], pad_id: u32, pack: Option<usize>) -> Self {
+        match pack {
+            None => Self::padded(examples, pad_id),
+            Some(len) => Self::packed(examples, pad_id, len),
+        }
+    }
+
+    /// One row per example, as long as the longest.
+    fn padded(examples: &[&TrainExample], pad_id: u32) -> Self {
         let t = examples.iter().map(|e| e.ids.len()).max().unwrap_or(0);
-        let mut ids = Vec::with_capacity(examples.len());
-        let mut predict_at = Vec::new();
-        let mut targets = Vec::new();
-        let mut tokens = 0;
-        for (b, e) in examples.iter().enumerate() {
-            let mut row = e.ids.clone();
-            tokens += row.len();
-            row.resize(t, pad_id);
-            for p in e.prompt_len.max(1)..e.ids.len() {
-                predict_at.push((b * t + p - 1) as i64);
-                targets.push(e.ids[p] as i64);
+        let rows: Vec<Vec<usize>> = (0..examples.len()).map(|i| vec![i]).collect();
+        let mut batch = Self::laid_out(examples, &rows, t, pad_id);
+        batch.packing = None;
+        batch
+    }
+
+    /// Examples end to end in rows of `len` slots.
+    fn packed(examples: &[&TrainExample], pad_id: u32, len: usize) -> Self {
+        let lengths: Vec<usize> = examples.iter().map(|e| e.ids.len()).collect();
+        Self::laid_out(examples, &pack_rows(&lengths, len), len, pad_id)
+    }
+
+    /// `rows` (example indices in slot order) laid out in rows of `len` slots.
+    fn laid_out(examples: &[&TrainExample], rows: &[Vec<usize>], len: usize, pad: u32) -> Self {
+        let mut batch = Self {
+            ids: Vec::with_capacity(rows.len()),
+            predict_at: Vec::new(),
+            targets: Vec::new(),
+            tokens: 0,
+            packing: None,
+        };
+        let mut packing = Packing {
+            positions: Vec::with_capacity(rows.len()),
+            segments: Vec::with_capacity(rows.len()),
+        };
+        for (r, row) in rows.iter().enumerate() {
+            let (mut ids, mut positions, mut segments) = (Vec::new(), Vec::new(), Vec::new());
+            for (s, &i) in row.iter().enumerate() {
+                let e = examples[i];
+                let start = r * len + ids.len();
+                for p in e.prompt_len.max(1)..e.ids.len() {
+                    batch.predict_at.push((start + p - 1) as i64);
+                    batch.targets.push(e.ids[p] as i64);
+                }
+                ids.extend_from_slice(&e.ids);
+                positions.extend(0..e.ids.len() as i64);
+                segments.extend(std::iter::repeat_n(s as i64, e.ids.len()));
+                batch.tokens += e.ids.len();
             }
-            ids.push(row);
+            let used = ids.len();
+            ids.resize(len, pad);
+            positions.resize(len, 0);
+            segments.extend((used..len).map(|slot| (row.len() + slot) as i64));
+            batch.ids.push(ids);
+            packing.positions.push(positions);
+            packing.segments.push(segments);
         }
-        Self {
-            ids,
-            predict_at,
-            targets,
-            tokens,
-        }
+        batch.packing = Some(packing);
+        batch
     }
 
     /// Label tokens.
     pub fn labels(&self) -> usize {
         self.targets.len()
     }
+
+    /// Token slots (rows × row length), padding included.
+    pub fn slots(&self) -> usize {
+        self.ids.len() * self.ids.first().map_or(0, Vec::len)
+    }
+}
+
+/// An `Int` tensor `[rows, len]` from host rows.
+fn int_rows(rows: &[Vec<i64>], device: &burn::tensor::Device) -> Tensor<2, Int> {
+    let shape = [rows.len(), rows.first().map_or(0, Vec::len)];
+    Tensor::from_data(TensorData::new(rows.concat(), shape), device)
 }
 
 /// Summed negative log-likelihood of the batch's labels divided by `normalizer` (the label count
@@ -63,15 +129,22 @@ pub fn batch_loss(model: &Llama, batch: &Batch, normalizer: f64) -> Tensor<1> {
     let device = model.device();
     let b = batch.ids.len();
     let t = batch.ids.first().map_or(0, Vec::len);
-    // Right padding needs no padding mask: real tokens never attend to later (pad) slots.
-    let positions: Vec<Vec<usize>> = (0..b).map(|_| (0..t).collect()).collect();
-    let mask = attention_mask(&vec![0; b], 0, t, &device);
-    let hidden = model.forward_hidden(
-        ids_tensor(&batch.ids, &device),
-        &positions,
-        mask.as_ref(),
-        None,
-    );
+    let ids = ids_tensor(&batch.ids, &device);
+    let hidden = match &batch.packing {
+        // Right padding needs no padding mask: real tokens never attend to later (pad) slots.
+        None => {
+            let positions: Vec<Vec<usize>> = (0..b).map(|_| (0..t).collect()).collect();
+            let mask = causal_mask(b, t, &device);
+            model.forward_hidden(ids, &positions, Some(&mask), None)
+        }
+        Some(p) => {
+            let mask = segment_mask(int_rows(&p.segments, &device));
+            let (cos, sin) = model
+                .rotary
+                .gather(int_rows(&p.positions, &device), t, &device);
+            model.forward_hidden_at(ids, &cos, &sin, Some(&mask), None)
+        }
+    };
     let h = hidden.dims()[2];
     let n = batch.predict_at.len();
     let at: Tensor<1, Int> =
@@ -83,4 +156,44 @@ pub fn batch_loss(model: &Llama, batch: &Batch, normalizer: f64) -> Tensor<1> {
         Tensor::from_data(TensorData::new(batch.targets.clone(), [n, 1]), &device);
     let nll = logp.gather(1, targets).sum().neg();
     nll.div_scalar(normalizer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ex(ids: &[u32], prompt_len: usize) -> TrainExample {
+        TrainExample {
+            id: String::new(),
+            ids: ids.to_vec(),
+            prompt_len,
+        }
+    }
+
+    #[test]
+    fn packed_rows_keep_each_example_with_its_positions_and_labels() {
+        let (a, b, c) = (ex(&[1, 2, 3, 4], 2), ex(&[5, 6, 7], 1), ex(&[8, 9], 1));
+        let padded = Batch::new(&[&a, &b, &c], 0, None);
+        assert_eq!(padded.slots(), 12);
+        assert_eq!(padded.predict_at, vec![1, 2, 4, 5, 8]);
+        let packed = Batch::new(&[&a, &b, &c], 0, Some(6));
+        // Longest first: a (4) then c (2) fill row 0; b (3) opens row 1.
+        assert_eq!(
+            packed.ids,
+            vec![vec![1, 2, 3, 4, 8, 9], vec![5, 6, 7, 0, 0, 0]]
+        );
+        let p = packed.packing.as_ref().unwrap();
+        assert_eq!(
+            p.positions,
+            vec![vec![0, 1, 2, 3, 0, 1], vec![0, 1, 2, 0, 0, 0]]
+        );
+        assert_eq!(
+            p.segments,
+            vec![vec![0, 0, 0, 0, 1, 1], vec![0, 0, 0, 4, 5, 6]]
+        );
+        // a's labels 3, 4 predicted at slots 1, 2; c's 9 at slot 4; b's 6, 7 at row 1's 0, 1.
+        assert_eq!(packed.predict_at, vec![1, 2, 4, 6, 7]);
+        assert_eq!(packed.targets, vec![3, 4, 9, 6, 7]);
+        assert_eq!((packed.tokens, packed.labels()), (9, padded.labels()));
+    }
 }

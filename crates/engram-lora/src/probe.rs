@@ -67,7 +67,7 @@ pub fn gradient_probe(
 ) -> Result<StepProbe> {
     let model = adapter.apply(model)?;
     let refs: Vec<&TrainExample> = examples.iter().collect();
-    let batch = Batch::new(&refs, pad_id);
+    let batch = Batch::new(&refs, pad_id, None);
     let loss = batch_loss(&model, &batch, batch.labels() as f64);
     let value = loss.clone().into_scalar::<f32>() as f64;
     let grads = loss.backward();

@@ -47,12 +47,13 @@ pub struct StepGradients {
 }
 
 /// Forward and backward over the micro-batches `group` (indices into `examples`) of optimizer
-/// step `step`, padded with `pad_id`.
+/// step `step`, padded with `pad_id`, each laid out in rows of `pack` slots when given
+/// ([`TrainConfig::packed_rows`]).
 pub fn gradients(
     model: &Llama,
     examples: &[TrainExample],
     group: &[Vec<usize>],
-    pad_id: u32,
+    (pad_id, pack): (u32, Option<usize>),
     step: usize,
     cfg: &TrainConfig,
 ) -> StepGradients {
@@ -60,7 +61,7 @@ pub fn gradients(
         .iter()
         .map(|idx| {
             let ex: Vec<&TrainExample> = idx.iter().map(|&i| &examples[i]).collect();
-            Batch::new(&ex, pad_id)
+            Batch::new(&ex, pad_id, pack)
         })
         .collect();
     let labels: usize = batches.iter().map(Batch::labels).sum();

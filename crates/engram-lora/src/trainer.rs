@@ -54,6 +54,8 @@ struct Data {
     examples: Vec<TrainExample>,
     lengths: Vec<usize>,
     pad_id: u32,
+    /// Packed row length (`layout = "packed"`).
+    pack: Option<usize>,
     fingerprint: String,
     schedule: LinearSchedule,
 }
@@ -95,6 +97,9 @@ impl Trainer<'_> {
         }
         if t.max_grad_norm.is_some_and(|n| n.is_nan() || n < 0.0) {
             return bad("max grad norm must be positive (0 turns clipping off)");
+        }
+        if t.layout.is_padded() && t.pack_length.is_some() {
+            return bad("pack_length applies to layout = \"packed\" only");
         }
         let device = model.device();
         if !device.is_autodiff() {
@@ -145,8 +150,12 @@ impl Trainer<'_> {
             LoraError::BadSetting("the tokenizer has no pad, eot or eos token".into())
         })?;
         let steps_per_epoch = examples.len().div_ceil(t.batch_size).div_ceil(t.grad_accum);
+        let lengths: Vec<usize> = examples.iter().map(|e| e.ids.len()).collect();
+        let longest = lengths.iter().copied().max().unwrap_or(0);
+        let pack = t.packed_rows(longest).map_err(LoraError::BadSetting)?;
         Ok(Data {
-            lengths: examples.iter().map(|e| e.ids.len()).collect(),
+            lengths,
+            pack,
             fingerprint: self.fingerprint(&examples),
             examples,
             pad_id,
@@ -252,7 +261,7 @@ impl Trainer<'_> {
                 &model,
                 &data.examples,
                 group,
-                data.pad_id,
+                (data.pad_id, data.pack),
                 run.state.global_step,
                 t,
             );

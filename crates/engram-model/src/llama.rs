@@ -83,14 +83,26 @@ impl Llama {
         tokens: Tensor<2, Int>,
         positions: &[Vec<usize>],
         mask: Option<&Tensor<4, Bool>>,
+        cache: Option<&mut KvCache>,
+    ) -> Tensor<3> {
+        let (cos, sin) = self.rotary.tables(positions, &tokens.device());
+        self.forward_hidden_at(tokens, &cos, &sin, mask, cache)
+    }
+
+    /// As [`Llama::forward_hidden`], with the rotary tables given (`[batch or 1, 1, seq,
+    /// head_dim]`, e.g. from [`Rotary::gather`]).
+    pub fn forward_hidden_at(
+        &self,
+        tokens: Tensor<2, Int>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+        mask: Option<&Tensor<4, Bool>>,
         mut cache: Option<&mut KvCache>,
     ) -> Tensor<3> {
-        let device = tokens.device();
         let mut x = burn::tensor::module::embedding(self.embed_tokens.val(), tokens);
-        let (cos, sin) = self.rotary.tables(positions, &device);
         for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| &mut c.layers[i]);
-            x = layer.forward(x, &cos, &sin, mask, layer_cache);
+            x = layer.forward(x, cos, sin, mask, layer_cache);
         }
         self.norm.forward(x)
     }

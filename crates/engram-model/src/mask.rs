@@ -2,7 +2,7 @@
 //! slots per row starting at a common slot `pad_start`: 0 for left-padded prompts, the prefix
 //! length when rows share a cached prefix and their own suffixes are left-padded after it.
 
-use burn::tensor::{Bool, Device, Tensor, TensorData};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 
 /// The mask for `t` new query slots starting at slot `start`, over `start + t` key slots, for rows
 /// whose first `pads[b]` slots are padding. Returns `None` when nothing needs masking (a single
@@ -46,6 +46,26 @@ pub fn attention_mask_from(
     Some(Tensor::from_data(TensorData::new(m, [b, 1, t, s]), device))
 }
 
+/// The causal mask of `b` unpadded (or right-padded) rows of `t` slots, `[b, 1, t, t]` (true =
+/// masked: keys after the query), built on the device: nothing is uploaded.
+pub fn causal_mask(b: usize, t: usize, device: &Device) -> Tensor<4, Bool> {
+    Tensor::<2, Bool>::tril_mask([t, t], 0, device)
+        .reshape([1, 1, t, t])
+        .expand([b, 1, t, t])
+}
+
+/// The mask of packed rows, `[rows, 1, len, len]`, built on the device from each slot's segment
+/// (`segments: [rows, len]`): a query sees the keys of its own segment up to itself — causal
+/// attention inside each packed sequence, a block-diagonal mask over the row. Padding slots
+/// carry segments of their own, so they see only themselves and softmax stays finite.
+pub fn segment_mask(segments: Tensor<2, Int>) -> Tensor<4, Bool> {
+    let [r, t] = segments.dims();
+    let device = segments.device();
+    let q = segments.clone().reshape([r, 1, t, 1]).expand([r, 1, t, t]);
+    let k = segments.reshape([r, 1, 1, t]).expand([r, 1, t, t]);
+    q.not_equal(k).bool_or(causal_mask(r, t, &device))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +100,34 @@ mod tests {
             false, false, false, true,   false, false, true, false,
         ];
         assert_eq!(g, want);
+    }
+
+    #[test]
+    fn causal_and_segment_masks_built_on_the_device() {
+        let dev = Device::flex();
+        let host: Vec<bool> = attention_mask(&[0, 0], 0, 3, &dev)
+            .unwrap()
+            .into_data()
+            .try_into_vec::<bool>()
+            .unwrap();
+        let device: Vec<bool> = causal_mask(2, 3, &dev)
+            .into_data()
+            .try_into_vec::<bool>()
+            .unwrap();
+        assert_eq!(device, host);
+        // One row: a sequence of 2 slots, one of 1, then a padding slot (segment of its own).
+        let seg = Tensor::<2, Int>::from_data(TensorData::new(vec![0i64, 0, 1, 9], [1, 4]), &dev);
+        let m: Vec<bool> = segment_mask(seg)
+            .into_data()
+            .try_into_vec::<bool>()
+            .unwrap();
+        #[rustfmt::skip]
+        let want = vec![
+            false, true, true, true,
+            false, false, true, true,
+            true, true, false, true,
+            true, true, true, false,
+        ];
+        assert_eq!(m, want);
     }
 }

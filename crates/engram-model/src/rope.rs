@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::{LlamaConfig, RopeScaling};
 
@@ -103,16 +103,45 @@ impl Rotary {
         if t < 2 || row.iter().enumerate().any(|(i, &p)| p != i) {
             return self.compute(&positions[..1], device);
         }
+        self.first(t, device)
+    }
+
+    /// The tables of positions `0..t`, `[1, 1, t, head_dim]`, kept on the device.
+    fn first(&self, t: usize, device: &Device) -> (Tensor<4>, Tensor<4>) {
         let mut cache = self.cache.lock().expect("rope cache");
         if let Some((_, _, cos, sin)) = cache.iter().find(|(d, n, _, _)| *n == t && d == device) {
             return (cos.clone(), sin.clone());
         }
-        let (cos, sin) = self.compute(&positions[..1], device);
+        let positions: Vec<usize> = (0..t).collect();
+        let (cos, sin) = self.compute(&[positions], device);
         if cache.len() == CACHED_LENGTHS {
             cache.remove(0);
         }
         cache.push((device.clone(), t, cos.clone(), sin.clone()));
         (cos, sin)
+    }
+
+    /// cos and sin for positions given as a device tensor `[batch, seq]` whose values are all
+    /// below `bound`: `[batch, 1, seq, head_dim]`, gathered on the device from the kept table of
+    /// `0..bound` (packed training rows, whose positions restart at every sequence), so that only
+    /// the positions travel to the device. The values equal [`Rotary::tables`]'.
+    pub fn gather(
+        &self,
+        positions: Tensor<2, Int>,
+        bound: usize,
+        device: &Device,
+    ) -> (Tensor<4>, Tensor<4>) {
+        let [b, t] = positions.dims();
+        let (cos, sin) = self.first(bound, device);
+        let hd = cos.dims()[3];
+        let at = positions.reshape([b * t]);
+        let pick = |table: Tensor<4>| {
+            table
+                .reshape([bound, hd])
+                .select(0, at.clone())
+                .reshape([b, 1, t, hd])
+        };
+        (pick(cos), pick(sin))
     }
 
     /// The tables of `positions`, one row per entry.
@@ -192,5 +221,14 @@ mod tests {
         let shifted = vec![vec![3, 4], vec![3, 4]];
         assert_eq!(r.tables(&shifted, &dev).0.dims(), [1, 1, 2, 8]);
         assert_eq!(r.cache.lock().unwrap().len(), 1);
+        // Gathered on the device: the same values as the host tables of those positions.
+        let rows = vec![vec![0, 1, 2, 0, 1], vec![0, 1, 0, 1, 2]];
+        let flat: Vec<i64> = rows.iter().flatten().map(|&p| p as i64).collect();
+        let at = Tensor::<2, Int>::from_data(TensorData::new(flat, [2, 5]), &dev);
+        let (gc, gs) = r.gather(at, 8, &dev);
+        assert_eq!(gc.dims(), [2, 1, 5, 8]);
+        let (hc, hs) = r.compute(&rows, &dev);
+        assert_eq!(values(gc), values(hc));
+        assert_eq!(values(gs), values(hs));
     }
 }

@@ -10,7 +10,7 @@ use clap::Args;
 use engram_experiments::TrainingPreset;
 use engram_facts::{Fact, read_facts};
 use engram_judge::exact_match;
-use engram_lora::Trainer;
+use engram_lora::{BatchLayout, Trainer};
 use engram_model::{AnswerConfig, LoraTarget, answer_questions};
 
 use crate::loaded::ModelArgs;
@@ -94,6 +94,13 @@ pub struct TrainArgs {
     /// the progress line's loss lags by up to N steps, a divergence is caught at the next read.
     #[arg(long, value_name = "N")]
     pub log_every: Option<usize>,
+    /// Pack each micro-batch's examples end to end into fixed-length rows (`layout = "packed"`):
+    /// the same loss and gradients as padded rows, fewer padding slots, a few batch shapes.
+    #[arg(long)]
+    pub pack: bool,
+    /// Slots per packed row (implies --pack; default: the longest example rounded up to 64).
+    #[arg(long, value_name = "N")]
+    pub pack_length: Option<usize>,
     /// After training, answer the original and rephrased questions and print exact match.
     #[arg(long)]
     pub eval: bool,
@@ -151,6 +158,12 @@ impl TrainArgs {
         set(&mut t.keep_checkpoints, self.keep_checkpoints);
         t.checkpoints &= !self.no_checkpoints;
         set(&mut t.log_every, self.log_every);
+        if self.pack || self.pack_length.is_some() {
+            t.layout = BatchLayout::Packed;
+        }
+        if self.pack_length.is_some() {
+            t.pack_length = self.pack_length;
+        }
         Ok(p)
     }
 }

@@ -2,6 +2,7 @@
 //! where one exists. Kept apart from the main commands: the peers are Python child processes
 //! ([`peer`]), measured with [`child`].
 
+pub mod batches;
 pub mod child;
 pub mod generate;
 pub mod long_context;
@@ -21,6 +22,8 @@ pub enum BenchCommand {
     Train(train::TrainBenchArgs),
     /// Long-context prefill with the shared-prefix KV cache vs per-question prompts.
     LongContext(long_context::LongContextBenchArgs),
+    /// Padding share and distinct shapes of the trainer's batches, padded and packed.
+    Batches(batches::BatchesBenchArgs),
 }
 
 /// Runs a benchmark.
@@ -29,5 +32,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Generate(a) => generate::run(a),
         BenchCommand::Train(a) => train::run(a),
         BenchCommand::LongContext(a) => long_context::run(a),
+        BenchCommand::Batches(a) => batches::run(a),
     }
 }

@@ -6,7 +6,9 @@
 //! Figures: tokens/s (every token of the batch), model FLOP/s and MFU against a stated peak
 //! (`--peak-tflops`, else the dense bf16/f16 — or TF32, for f32 — tensor peak of a known GPU),
 //! and peak device memory (the allocator's reserved bytes where the backend reports them, the
-//! process's peak RSS on the CPU). Training FLOPs per step count the matmuls: forward and input
+//! process's peak RSS on the CPU) beside the memory planner's estimate for the same shape
+//! (`engram_experiments::estimate::lora_training_bytes`, what `sweep --dry-run` and the "not
+//! enough memory" check use) and their ratio. Training FLOPs per step count the matmuls: forward and input
 //! gradients through the frozen blocks (4 × block parameters per token), forward and both
 //! gradients of the adapters (6 × adapter parameters per token), the language-model head on
 //! the label positions only (4 × vocab × hidden each, as engram's loss computes it), and
@@ -181,7 +183,7 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         spec.warmup
     );
     println!(
-        "{:>5}  {:>12}  {:>10}  {:>9}  {:>7}  {:>10}  {:>14}  {:>12}  {:>11}",
+        "{:>5}  {:>12}  {:>10}  {:>9}  {:>7}  {:>10}  {:>14}  {:>12}  {:>9}  {:>12}  {:>11}",
         "rank",
         "adapter",
         "tok/s",
@@ -189,6 +191,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         "TFLOP/s",
         "MFU",
         "peak memory",
+        "planned",
+        "meas/plan",
         "launches/step",
         "reads/step"
     );
@@ -232,7 +236,7 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
                 launches = LaunchCounter::start(&device);
                 reads0 = host_reads();
             }
-            let g = gradients(&model, &examples, &group, 0, step, &train_cfg);
+            let g = gradients(&model, &examples, &group, (0, None), step, &train_cfg);
             log.push(step, 1e-4, g.labels, g.loss);
             model = optim.step(1e-4, model, g.grads);
             if log.pending() >= train_cfg.read_interval() {
@@ -253,13 +257,15 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         let mfu = peak.map(|p| tflops / p);
         let (mem, mem_kind) = peak_memory(high);
         println!(
-            "{rank:>5}  {:>12}  {:>10.1}  {:>9.1}  {:>7.2}  {:>10}  {:>14}  {:>12}  {:>11.2}",
+            "{rank:>5}  {:>12}  {:>10.1}  {:>9.1}  {:>7.2}  {:>10}  {:>14}  {:>12}  {:>9.2}  {:>12}  {:>11.2}",
             adapter as u64,
             tokens / secs,
             1e3 * secs / spec.steps as f64,
             tflops,
             mfu.map_or("-".into(), |m| format!("{:.1} %", 100.0 * m)),
             human_bytes(mem),
+            human_bytes(need),
+            mem / need,
             launches.map_or("-".into(), |l| format!("{l:.1}")),
             reads
         );
@@ -267,7 +273,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             "rank": rank, "adapter_params": adapter as u64, "tokens_per_s": tokens / secs,
             "step_ms": 1e3 * secs / spec.steps as f64, "tflops": tflops, "mfu": mfu,
             "peak_memory_bytes": if mem.is_finite() { json!(mem) } else { json!(null) },
-            "memory_kind": mem_kind, "kernel_launches_per_step": launches,
+            "memory_kind": mem_kind, "planned_peak_bytes": need,
+            "kernel_launches_per_step": launches,
             "host_reads_per_step": reads,
         }));
         drop(model);

@@ -69,6 +69,10 @@ pub struct TrainBenchArgs {
     /// The device's peak TFLOP/s for MFU (default: known GPUs' dense bf16/f16, or TF32, peak).
     #[arg(long)]
     pub peak_tflops: Option<f64>,
+    /// engram trains with packed batches (`engram train --pack`); the peer pads as transformers'
+    /// collator does.
+    #[arg(long)]
+    pub pack: bool,
     /// Also write the figures as JSON to this file (with --random-weights).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -139,6 +143,9 @@ fn engram_run(a: &TrainBenchArgs, rank: usize, dir: &Path) -> Result<RunFigures>
         "0",
     ])
     .arg("--no-checkpoints");
+    if a.pack {
+        cmd.arg("--pack");
+    }
     let peak = run_measured(cmd, "engram train")?;
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("train_record.json"))?)?;

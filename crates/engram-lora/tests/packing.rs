@@ -1,0 +1,161 @@
+//! Packed batches (`layout = "packed"`) compute what padded batches compute: the same loss and
+//! the same adapter gradients for one micro-batch, and (dropout off) the same training run.
+
+use engram_lora::config::BatchLayout;
+use engram_lora::loss::{Batch, batch_loss};
+use engram_lora::{TrainConfig, TrainExample, Trainer, build_examples};
+use engram_model::burn::optim::GradientsParams;
+use engram_model::burn::tensor::{Distribution, Tensor};
+use engram_model::{Llama, LoraAdapter, LoraConfig};
+use engram_testkit::{fixtures, small_random, train_lock};
+
+fn facts() -> Vec<engram_facts::Fact> {
+    engram_facts::read_facts(&fixtures().join("facts/synthetic-20.jsonl")).unwrap()
+}
+
+/// The model with rank-4 adapters whose `B` is random too (a zero `B` would leave `A`'s
+/// gradients zero and the comparison half empty), dropout off.
+fn adapted(model: Llama) -> Llama {
+    let mut model = model
+        .with_lora(&LoraConfig::new(4).with_dropout(0.0).with_init_seed(3))
+        .unwrap();
+    let device = model.device();
+    device.seed(11);
+    let found: Vec<_> = model
+        .adapters()
+        .iter()
+        .map(|(l, t, a)| (*l, *t, a.lora_a.val(), a.scaling, a.lora_b.dims()))
+        .collect();
+    for (layer, target, a, scaling, [r, out]) in found {
+        let b = Tensor::<2>::random([r, out], Distribution::Normal(0.0, 0.05), &device);
+        let name = Llama::linear_name(layer, target);
+        model.linear_mut(layer, target).lora =
+            Some(LoraAdapter::from_factors(&name, a, b, scaling, 0.0));
+    }
+    model
+}
+
+/// The loss and every adapter gradient (`A` then `B`, by layer and target) of one batch.
+fn loss_and_grads(model: &Llama, batch: &Batch) -> (f32, Vec<Vec<f32>>) {
+    let loss = batch_loss(model, batch, batch.labels() as f64);
+    let value = loss.clone().into_scalar_f32();
+    let grads = GradientsParams::from_grads(loss.backward(), model);
+    let host = |t: Tensor<2>| t.into_data().try_into_vec_as::<f32>().unwrap();
+    let mut out = Vec::new();
+    for (_, _, a) in model.adapters() {
+        for id in [a.lora_a.id, a.lora_b.id] {
+            out.push(host(
+                grads.get::<2>(id).expect("every adapter has a gradient"),
+            ));
+        }
+    }
+    (value, out)
+}
+
+trait Scalar {
+    fn into_scalar_f32(self) -> f32;
+}
+
+impl Scalar for Tensor<1> {
+    fn into_scalar_f32(self) -> f32 {
+        self.into_data().try_into_vec_as::<f32>().unwrap()[0]
+    }
+}
+
+#[test]
+fn a_packed_batch_has_the_padded_batchs_loss_and_gradients() {
+    let _g = train_lock();
+    let (model, tok, _dir) = small_random(2);
+    let model = adapted(model);
+    let examples: Vec<TrainExample> = build_examples(&tok, &facts(), 4096).unwrap();
+    let batch: Vec<&TrainExample> = examples.iter().take(7).collect();
+    let longest = batch.iter().map(|e| e.ids.len()).max().unwrap();
+    let padded = Batch::new(&batch, 0, None);
+    let (loss, grads) = loss_and_grads(&model, &padded);
+    assert!(grads.iter().flatten().any(|&g| g != 0.0));
+    // The default row length (the tiny tokenizer's examples are long: one per row there), and
+    // rows of twice the longest example, which hold at least two each.
+    for (len, packs) in [(longest.div_ceil(64) * 64, false), (2 * longest, true)] {
+        let packed = Batch::new(&batch, 0, Some(len));
+        assert!(
+            !packs || packed.ids.len() <= 4,
+            "{len}: {} rows",
+            packed.ids.len()
+        );
+        assert!(
+            packed.predict_at != padded.predict_at,
+            "{len}: the slots are the same"
+        );
+        assert_eq!(packed.labels(), padded.labels());
+        let (p_loss, p_grads) = loss_and_grads(&model, &packed);
+        assert!(
+            (p_loss - loss).abs() <= 1e-5 * loss.abs(),
+            "row length {len}: loss {p_loss} vs padded {loss}"
+        );
+        for (i, (p, g)) in p_grads.iter().zip(&grads).enumerate() {
+            let scale = g.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let diff = engram_testkit::max_abs_diff(p, g);
+            assert!(
+                diff <= 1e-4 * scale,
+                "row length {len}, gradient {i}: max diff {diff} at scale {scale}"
+            );
+        }
+    }
+    // The packed layout also runs without autodiff (validation copies).
+    let valid = model.for_inference();
+    let plain = batch_loss(&valid, &Batch::new(&batch, 0, Some(2 * longest)), 1.0);
+    let plain = plain.into_scalar_f32() / padded.labels() as f32;
+    assert!(
+        (plain - loss).abs() <= 1e-5 * loss.abs(),
+        "{plain} vs {loss}"
+    );
+}
+
+#[test]
+fn a_packed_run_follows_the_padded_run_and_a_short_row_is_named() {
+    let _g = train_lock();
+    let facts = facts();
+    let run = |layout: BatchLayout, pack_length: Option<usize>| {
+        let (model, tok, _dir) = small_random(4);
+        let trainer = Trainer {
+            tokenizer: &tok,
+            lora: LoraConfig::new(8).with_dropout(0.0).with_init_seed(1),
+            train: TrainConfig {
+                epochs: 4,
+                lr: 2e-3,
+                batch_size: 8,
+                warmup_epochs: 0.0,
+                layout,
+                pack_length,
+                checkpoints: false,
+                ..TrainConfig::default()
+            },
+            base_model: "small-random".into(),
+        };
+        let out = tempfile::tempdir().unwrap();
+        trainer
+            .run(model, &facts, out.path(), false)
+            .map(|done| {
+                done.record
+                    .epochs
+                    .iter()
+                    .map(|e| e.loss)
+                    .collect::<Vec<_>>()
+            })
+            .map_err(|e| e.to_string())
+    };
+    let padded = run(BatchLayout::Padded, None).unwrap();
+    let packed = run(BatchLayout::Packed, None).unwrap();
+    eprintln!("padded {padded:.5?}\npacked {packed:.5?}");
+    assert!(padded[3] < 0.8 * padded[0], "the loss falls: {padded:?}");
+    for (e, (p, q)) in packed.iter().zip(&padded).enumerate() {
+        assert!((p - q).abs() <= 2e-3 * q, "epoch {}: {p} vs {q}", e + 1);
+    }
+    let e = run(BatchLayout::Packed, Some(8)).unwrap_err();
+    assert!(
+        e.contains("pack_length = 8") && e.contains("longest"),
+        "{e}"
+    );
+    let e = run(BatchLayout::Padded, Some(128)).unwrap_err();
+    assert!(e.contains("pack_length") && e.contains("packed"), "{e}");
+}
