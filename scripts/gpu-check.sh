@@ -5,6 +5,7 @@
 #   2. the tiny memorization run on cuda      (engram train --eval, against the same run on CPU)
 #   3. engram bench train on Llama-3.1-8B's architecture, random bf16 weights, ranks 8, 256 and
 #      2048, batch 8 of EnronQA-length examples (64 tokens, 16 labels): tokens/s, MFU, memory
+#      (and the first rank again with the adapters' matmuls in bf16, --adapter-compute bf16)
 #   4. engram bench generate on the same architecture at batch 1 and 16
 #   5. engram selftest --backend wgpu         (where a Vulkan driver is present)
 # Every figure goes into one JSON file; a summary table is printed at the end. Exit status 1 if
@@ -93,6 +94,12 @@ step "bench train" "$work/train.json" \
     "$engram" bench train --backend "$backend" --architecture "$arch" --random-weights \
     --dtype "$dtype" --ranks "$ranks" --batch 8 --seq-len 64 --label-len 16 --steps 10 \
     --warmup-steps 2 --json "$work/train.json"
+
+# The same with the adapters' matmuls in bf16 (adapter_compute = "bf16"), at the first rank.
+step "bench train bf16-lora" "$work/train-bf16.json" \
+    "$engram" bench train --backend "$backend" --architecture "$arch" --random-weights \
+    --dtype "$dtype" --ranks "${ranks%%,*}" --batch 8 --seq-len 64 --label-len 16 --steps 10 \
+    --warmup-steps 2 --adapter-compute bf16 --json "$work/train-bf16.json"
 
 step "bench generate" "$work/generate.json" \
     "$engram" bench generate --backend "$backend" --dtype "$dtype" --architecture "$arch" \

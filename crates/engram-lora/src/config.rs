@@ -29,6 +29,43 @@ impl BatchLayout {
     }
 }
 
+/// The dtype of the adapters' matmuls while training.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AdapterCompute {
+    /// f32 whatever the base dtype (PEFT's `autocast_adapter_dtype`): exact.
+    #[default]
+    F32,
+    /// bf16 matmuls with f32 master weights, gradients and optimizer state, as PEFT under
+    /// `torch.autocast(bfloat16)`: the adapter input, factors and product are rounded to bf16.
+    Bf16,
+}
+
+impl AdapterCompute {
+    /// Whether this is the default (left out of serialized settings, see
+    /// [`BatchLayout::is_padded`]).
+    pub fn is_f32(&self) -> bool {
+        *self == AdapterCompute::F32
+    }
+
+    /// `f32` or `bf16`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "f32" => Some(AdapterCompute::F32),
+            "bf16" => Some(AdapterCompute::Bf16),
+            _ => None,
+        }
+    }
+
+    /// The Burn dtype.
+    pub fn dtype(self) -> burn::tensor::DType {
+        match self {
+            AdapterCompute::F32 => burn::tensor::DType::F32,
+            AdapterCompute::Bf16 => burn::tensor::DType::BF16,
+        }
+    }
+}
+
 /// Packed row lengths are rounded up to a multiple of this.
 pub const PACK_MULTIPLE: usize = 64;
 
@@ -75,6 +112,10 @@ pub struct TrainConfig {
     /// shapes small.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pack_length: Option<usize>,
+    /// The adapters' matmul dtype: `f32` (default) or `bf16` ([`AdapterCompute`]). The trained
+    /// model answers with the same setting.
+    #[serde(skip_serializing_if = "AdapterCompute::is_f32")]
+    pub adapter_compute: AdapterCompute,
 }
 
 impl Default for TrainConfig {
@@ -96,6 +137,7 @@ impl Default for TrainConfig {
             log_every: 16,
             layout: BatchLayout::Padded,
             pack_length: None,
+            adapter_compute: AdapterCompute::F32,
         }
     }
 }

@@ -25,7 +25,7 @@ pub mod schedule;
 pub mod step;
 pub mod trainer;
 
-pub use config::{BatchLayout, TrainConfig};
+pub use config::{AdapterCompute, BatchLayout, TrainConfig};
 pub use error::{LoraError, Result};
 pub use examples::{TrainExample, build_examples};
 pub use merge::merge_to_hf;

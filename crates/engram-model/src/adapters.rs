@@ -64,6 +64,19 @@ impl Llama {
         Ok(model)
     }
 
+    /// Runs every attached adapter's matmuls in `dtype` (f32 or bf16; see
+    /// [`LoraAdapter::compute`]); the factors stay f32.
+    pub fn with_adapter_compute(mut self, dtype: DType) -> Self {
+        for layer in 0..self.layers.len() {
+            for t in LoraTarget::ALL {
+                if let Some(a) = &mut self.linear_mut(layer, t).lora {
+                    a.compute = dtype;
+                }
+            }
+        }
+        self
+    }
+
     /// Removes every adapter.
     pub fn without_lora(mut self) -> Self {
         for layer in 0..self.layers.len() {

@@ -10,7 +10,7 @@ use clap::Args;
 use engram_experiments::TrainingPreset;
 use engram_facts::{Fact, read_facts};
 use engram_judge::exact_match;
-use engram_lora::{BatchLayout, Trainer};
+use engram_lora::{AdapterCompute, BatchLayout, Trainer};
 use engram_model::{AnswerConfig, LoraTarget, answer_questions};
 
 use crate::loaded::ModelArgs;
@@ -101,6 +101,10 @@ pub struct TrainArgs {
     /// Slots per packed row (implies --pack; default: the longest example rounded up to 64).
     #[arg(long, value_name = "N")]
     pub pack_length: Option<usize>,
+    /// The adapters' matmul dtype: f32 (default, exact) or bf16 (f32 master weights and
+    /// optimizer state, as PEFT under bf16 autocast).
+    #[arg(long, value_name = "f32|bf16")]
+    pub adapter_compute: Option<String>,
     /// After training, answer the original and rephrased questions and print exact match.
     #[arg(long)]
     pub eval: bool,
@@ -163,6 +167,10 @@ impl TrainArgs {
         }
         if self.pack_length.is_some() {
             t.pack_length = self.pack_length;
+        }
+        if let Some(c) = &self.adapter_compute {
+            t.adapter_compute = AdapterCompute::parse(c)
+                .with_context(|| format!("--adapter-compute {c}: f32 or bf16"))?;
         }
         Ok(p)
     }

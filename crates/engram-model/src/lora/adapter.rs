@@ -24,6 +24,11 @@ pub struct LoraAdapter {
     /// `alpha / r` or `alpha / √r`.
     #[module(skip)]
     pub scaling: f64,
+    /// The dtype the adapter's matmuls run in: f32 (default, exact), or bf16 as PEFT under
+    /// `torch.autocast(bfloat16)` — input, factors and product in bf16, the factors themselves
+    /// (the master weights the optimizer updates) and their gradients in f32.
+    #[module(skip)]
+    pub compute: DType,
 }
 
 /// A stable parameter id derived from the parameter's HF name (FNV-1a), so that optimizer state
@@ -58,6 +63,7 @@ impl LoraAdapter {
             lora_b: trainable(&format!("{name}.lora_B"), b.cast(DType::F32)),
             dropout: DropoutConfig::new(dropout).init(),
             scaling,
+            compute: DType::F32,
         }
     }
 
@@ -80,26 +86,28 @@ impl LoraAdapter {
         self.lora_a.shape().dims::<2>()[1]
     }
 
-    /// `s · B(A(dropout(x)))`, in `x`'s dtype.
+    /// `s · B(A(dropout(x)))`, in `x`'s dtype, computed in [`LoraAdapter::compute`].
     pub fn delta<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let dtype = x.dtype();
-        let x = if dtype == DType::F32 {
-            x
-        } else {
-            x.cast(DType::F32)
-        };
+        let compute = self.compute;
+        let x = if dtype == compute { x } else { x.cast(compute) };
         let x = if host_dropout_applies(&self.dropout, &x) {
             host_dropout(x, self.dropout.prob)
         } else {
             self.dropout.forward(x)
         };
-        let h = burn::tensor::module::linear(x, self.lora_a.val(), None);
-        let y = burn::tensor::module::linear(h, self.lora_b.val(), None).mul_scalar(self.scaling);
-        if dtype == DType::F32 {
-            y
-        } else {
-            y.cast(dtype)
-        }
+        let factor = |p: &Param<Tensor<2>>| {
+            let t = p.val();
+            if compute == DType::F32 {
+                t
+            } else {
+                t.cast(compute)
+            }
+        };
+        let h = burn::tensor::module::linear(x, factor(&self.lora_a), None);
+        let y =
+            burn::tensor::module::linear(h, factor(&self.lora_b), None).mul_scalar(self.scaling);
+        if dtype == compute { y } else { y.cast(dtype) }
     }
 
     /// The dense delta `s · A·B`, `[in, out]` (for merging only).

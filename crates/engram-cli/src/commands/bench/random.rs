@@ -132,6 +132,8 @@ pub struct TrainSpec<'a> {
     pub backend: &'a str,
     /// Weight dtype.
     pub dtype: WeightDType,
+    /// The adapters' matmul dtype (`adapter_compute`).
+    pub adapter_compute: burn::tensor::DType,
     /// Ranks.
     pub ranks: &'a [usize],
     /// Examples per step.
@@ -222,7 +224,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         }
         let train_device = device.clone().autodiff();
         let mut model = Llama::random(cfg.clone(), spec.dtype, &train_device, 0)?
-            .with_lora(&LoraConfig::new(rank))?;
+            .with_lora(&LoraConfig::new(rank))?
+            .with_adapter_compute(spec.adapter_compute);
         let mut optim = optimizer(&train_cfg);
         let mut high = reserved(&device);
         let mut log = LossLog::new();
@@ -290,6 +293,7 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
     Ok(json!({
         "bench": "train", "architecture": spec.architecture.display().to_string(),
         "backend": spec.backend, "device": name, "dtype": format!("{:?}", spec.dtype).to_lowercase(),
+        "adapter_compute": format!("{:?}", spec.adapter_compute).to_lowercase(),
         "batch": spec.batch, "seq_len": spec.seq, "label_len": spec.labels, "steps": spec.steps,
         "peak_tflops": peak, "rows": rows,
     }))

@@ -69,6 +69,9 @@ pub struct TrainBenchArgs {
     /// The device's peak TFLOP/s for MFU (default: known GPUs' dense bf16/f16, or TF32, peak).
     #[arg(long)]
     pub peak_tflops: Option<f64>,
+    /// The adapters' matmul dtype for engram: f32 or bf16 (`engram train --adapter-compute`).
+    #[arg(long, default_value = "f32")]
+    pub adapter_compute: String,
     /// engram trains with packed batches (`engram train --pack`); the peer pads as transformers'
     /// collator does.
     #[arg(long)]
@@ -146,6 +149,7 @@ fn engram_run(a: &TrainBenchArgs, rank: usize, dir: &Path) -> Result<RunFigures>
     if a.pack {
         cmd.arg("--pack");
     }
+    cmd.args(["--adapter-compute", &a.adapter_compute]);
     let peak = run_measured(cmd, "engram train")?;
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("train_record.json"))?)?;
@@ -179,6 +183,9 @@ pub fn run(a: TrainBenchArgs) -> Result<()> {
             architecture: arch,
             backend: &a.backend,
             dtype,
+            adapter_compute: engram_lora::AdapterCompute::parse(&a.adapter_compute)
+                .with_context(|| format!("--adapter-compute {}: f32 or bf16", a.adapter_compute))?
+                .dtype(),
             ranks: &a.ranks,
             batch: a.batch,
             seq: a.seq_len,
