@@ -4,8 +4,8 @@
 
 use engram_lora::{AdapterCompute, TrainConfig, Trainer};
 use engram_model::burn::tensor::{DType, Distribution, Tensor};
-use engram_model::{AnswerConfig, LoraAdapter, LoraConfig, answer_questions};
-use engram_testkit::{fixtures, max_abs_diff, small_random, train_lock};
+use engram_model::{LoraAdapter, LoraConfig};
+use engram_testkit::{fixtures, max_abs_diff, rephrased_hits, small_random, train_lock};
 
 #[test]
 fn a_bf16_adapter_rounds_its_product_and_keeps_f32_factors() {
@@ -69,18 +69,7 @@ fn bf16_adapter_compute_memorizes_beside_f32() {
             assert_eq!(a.compute, compute.dtype());
             assert_eq!(a.lora_a.val().dtype(), DType::F32);
         }
-        let questions: Vec<String> = facts.iter().map(|f| f.rephrased_question.clone()).collect();
-        let cfg = AnswerConfig {
-            batch_size: 8,
-            max_new_tokens: 16,
-            stop_ids: tok.stop_ids(&done.model.config.eos_token_ids),
-        };
-        let answers = answer_questions(&done.model, &tok, &questions, &cfg, None).unwrap();
-        let hits = answers
-            .iter()
-            .zip(&facts)
-            .filter(|(a, f)| a.text.trim() == f.answer.trim())
-            .count();
+        let hits = rephrased_hits(&done.model, &tok, &facts, 8, 16);
         let losses: Vec<f64> = done.record.epochs.iter().map(|e| e.loss).collect();
         (hits, losses)
     };

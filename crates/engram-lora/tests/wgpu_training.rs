@@ -10,8 +10,8 @@ use std::time::Instant;
 use burn::tensor::Device;
 use engram_checkpoint::{Checkpoint, SafetensorsCheckpoint, TensorSource};
 use engram_lora::{TrainConfig, Trainer};
-use engram_model::{AnswerConfig, Llama, LoraConfig, WeightDType, answer_questions, open_device};
-use engram_testkit::{facts, random_model, train_lock};
+use engram_model::{Llama, LoraConfig, WeightDType, open_device};
+use engram_testkit::{facts, random_model, rephrased_hits, train_lock};
 use engram_tokenizer::ChatTokenizer;
 
 /// Trains on `device` and returns (hits on the training prompts, loss per epoch, adapter dir).
@@ -42,18 +42,7 @@ fn run(
         base_model: "random".into(),
     };
     let done = trainer.run(model, &facts, out, false).unwrap();
-    let questions: Vec<String> = facts.iter().map(|f| f.rephrased_question.clone()).collect();
-    let cfg = AnswerConfig {
-        batch_size: 4,
-        max_new_tokens: 8,
-        stop_ids: tok.stop_ids(&done.model.config.eos_token_ids),
-    };
-    let answers = answer_questions(&done.model, &tok, &questions, &cfg, None).unwrap();
-    let hits = answers
-        .iter()
-        .zip(&facts)
-        .filter(|(a, f)| a.text.trim() == f.answer)
-        .count();
+    let hits = rephrased_hits(&done.model, &tok, &facts, 4, 8);
     let losses = done.record.epochs.iter().map(|e| e.loss).collect();
     (hits, losses, t0.elapsed())
 }

@@ -60,3 +60,26 @@ pub fn facts(n: usize) -> Vec<Fact> {
         })
         .collect()
 }
+
+/// How many of `facts` `model` answers verbatim (surrounding whitespace aside) when asked their
+/// rephrased (trained) questions greedily, `batch` at a time, at most `max_new` new tokens.
+pub fn rephrased_hits(
+    model: &engram_model::Llama,
+    tok: &engram_tokenizer::ChatTokenizer,
+    facts: &[Fact],
+    batch: usize,
+    max_new: usize,
+) -> usize {
+    let questions: Vec<String> = facts.iter().map(|f| f.rephrased_question.clone()).collect();
+    let cfg = engram_model::AnswerConfig {
+        batch_size: batch,
+        max_new_tokens: max_new,
+        stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+    };
+    let answers = engram_model::answer_questions(model, tok, &questions, &cfg, None).unwrap();
+    answers
+        .iter()
+        .zip(facts)
+        .filter(|(a, f)| a.text.trim() == f.answer.trim())
+        .count()
+}

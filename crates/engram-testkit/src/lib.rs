@@ -10,7 +10,7 @@ pub mod reference;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
-pub use facts::facts;
+pub use facts::{facts, rephrased_hits};
 pub use models::{
     base_weights, load, load_on, logits, random_model, small_random, tiny, tiny_ckpt,
 };
