@@ -54,6 +54,59 @@ fn pt_metadata() -> Option<HashMap<String, String>> {
     Some(HashMap::from([("format".to_string(), "pt".to_string())]))
 }
 
+/// A tensor whose bytes are produced only when [`write_safetensors_lazily`] reaches it.
+pub struct LazyTensor<'a> {
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Stored format.
+    pub format: FloatFormat,
+    /// Produces the tensor's little-endian bytes (`shape`'s element count × the format's size).
+    pub bytes: Box<dyn Fn() -> Vec<u8> + 'a>,
+}
+
+impl safetensors::View for LazyTensor<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        dtype_of(self.format)
+    }
+
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+        let bytes = (self.bytes)();
+        assert_eq!(bytes.len(), self.data_len(), "a lazy tensor's bytes");
+        std::borrow::Cow::Owned(bytes)
+    }
+
+    fn data_len(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.format.size()
+    }
+}
+
+/// Writes `tensors` as a safetensors file at `path` (metadata `format: pt`), producing each
+/// tensor's bytes only as it is written, so that one tensor at a time is in host memory (a
+/// rank-2048 adapter of an 8B model is 21 GB). The safetensors crate writes a temporary sibling
+/// and renames it into place, so `path` is never half-written.
+pub fn write_safetensors_lazily(path: &Path, tensors: Vec<(String, LazyTensor<'_>)>) -> Result<()> {
+    safetensors::serialize_to_file(tensors, pt_metadata(), path)
+        .map_err(|e| write_error(path, e))?;
+    readable(path)
+}
+
+/// Gives a file written through a temporary file (created owner-only, 0600) the permissions a
+/// plain `File::create` gives under the usual umask (0644), so that the tools and users the
+/// checkpoint is for (a vLLM container under another uid) can read it.
+fn readable(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| CheckpointError::io(path, e))?;
+    }
+    Ok(())
+}
+
 /// The safetensors bytes of `tensors` (metadata `format: pt`); `path` names the destination in
 /// errors.
 pub fn safetensors_bytes(tensors: &[(String, HostTensor)], path: &Path) -> Result<Vec<u8>> {
@@ -135,6 +188,7 @@ pub fn write_hf_dir(
         }
         safetensors::serialize_to_file(views(&tensors, &path)?, pt_metadata(), &path)
             .map_err(|e| write_error(&path, e))?;
+        readable(&path)?;
     }
     if n > 1 {
         write_json(

@@ -40,10 +40,13 @@ const STATE: &str = "trainer_state.json";
 const OPTIMIZER: &str = "optimizer.bpk";
 
 /// Writes the checkpoint of epoch `state.epoch` (into a temporary directory renamed into place)
-/// and removes older ones beyond `keep`.
+/// and removes older ones beyond `keep`. `write_adapter` writes the adapter's PEFT files into the
+/// directory it is given ([`crate::peft::save_adapter`]: tensor by tensor); the optimizer state
+/// goes straight to its file (Burn's record, which does copy every state tensor to the host
+/// first, but builds no second, serialized copy in memory).
 pub fn save(
     out: &Path,
-    adapter: &PeftAdapter,
+    write_adapter: impl FnOnce(&Path) -> Result<()>,
     optimizer: &ModuleOptimizer,
     state: &TrainerState,
     keep: usize,
@@ -53,11 +56,11 @@ pub fn save(
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(LoraError::io(&tmp))?;
     }
-    adapter.save(&tmp)?;
-    let opt = optimizer
-        .into_bytes()
-        .map_err(|e| LoraError::adapter(&tmp, format!("optimizer state: {e:?}")))?;
-    atomic::write_file(&tmp.join(OPTIMIZER), &opt)?;
+    write_adapter(&tmp)?;
+    let opt_path = tmp.join(OPTIMIZER);
+    optimizer
+        .save(&opt_path)
+        .map_err(|e| LoraError::adapter(&opt_path, format!("optimizer state: {e:?}")))?;
     let json = serde_json::to_vec_pretty(state).expect("json");
     atomic::write_file(&tmp.join(STATE), &json)?;
     atomic::replace_dir(&tmp, &dst)?;

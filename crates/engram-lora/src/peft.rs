@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::{DType, Tensor, TensorData};
-use engram_checkpoint::hf_writer::safetensors_bytes;
-use engram_checkpoint::{HostTensor, SafetensorsCheckpoint, TensorSource};
+use engram_checkpoint::hf_writer::{LazyTensor, safetensors_bytes, write_safetensors_lazily};
+use engram_checkpoint::{FloatFormat, HostTensor, SafetensorsCheckpoint, TensorSource, encode_f32};
 use engram_model::{Llama, LoraAdapter, LoraConfig, LoraTarget};
 use serde_json::{Value, json};
 
@@ -77,6 +77,39 @@ fn host_f32(t: Tensor<2>) -> Vec<f32> {
         .expect("float tensor")
 }
 
+/// `adapter_config.json` as PEFT writes it (the keys PEFT's `LoraConfig` reads) for adapters of
+/// `c` on `base_model`.
+fn config_json(c: &LoraConfig, base_model: Option<&str>) -> Value {
+    let mut targets: Vec<&str> = c.targets.iter().map(|t| t.name()).collect();
+    targets.sort();
+    let alpha = if c.alpha.fract() == 0.0 {
+        json!(c.alpha as i64)
+    } else {
+        json!(c.alpha)
+    };
+    json!({
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": base_model,
+        "r": c.rank,
+        "lora_alpha": alpha,
+        "lora_dropout": c.dropout,
+        "target_modules": targets,
+        "bias": "none",
+        "use_rslora": c.use_rslora,
+        "use_dora": false,
+        "fan_in_fan_out": false,
+        "init_lora_weights": true,
+        "layers_to_transform": c.layers,
+        "layers_pattern": null,
+        "rank_pattern": {},
+        "alpha_pattern": {},
+        "modules_to_save": null,
+        "inference_mode": true,
+        "revision": null,
+    })
+}
+
 impl PeftAdapter {
     /// Reads the adapters attached to `model` into PEFT's layout.
     pub fn from_model(model: &Llama, config: &LoraConfig, base_model: Option<String>) -> Self {
@@ -107,35 +140,7 @@ impl PeftAdapter {
 
     /// `adapter_config.json` as PEFT writes it (the keys PEFT's `LoraConfig` reads).
     pub fn config_json(&self) -> Value {
-        let c = &self.config;
-        let mut targets: Vec<&str> = c.targets.iter().map(|t| t.name()).collect();
-        targets.sort();
-        let alpha = if c.alpha.fract() == 0.0 {
-            json!(c.alpha as i64)
-        } else {
-            json!(c.alpha)
-        };
-        json!({
-            "peft_type": "LORA",
-            "task_type": "CAUSAL_LM",
-            "base_model_name_or_path": self.base_model,
-            "r": c.rank,
-            "lora_alpha": alpha,
-            "lora_dropout": c.dropout,
-            "target_modules": targets,
-            "bias": "none",
-            "use_rslora": c.use_rslora,
-            "use_dora": false,
-            "fan_in_fan_out": false,
-            "init_lora_weights": true,
-            "layers_to_transform": c.layers,
-            "layers_pattern": null,
-            "rank_pattern": {},
-            "alpha_pattern": {},
-            "modules_to_save": null,
-            "inference_mode": true,
-            "revision": null,
-        })
+        config_json(&self.config, self.base_model.as_deref())
     }
 
     /// Writes `adapter_model.safetensors` and `adapter_config.json` into `dir` (created if
@@ -212,14 +217,36 @@ impl PeftAdapter {
     }
 }
 
-/// Writes the adapters attached to `model` as a PEFT directory.
+/// Writes the adapters attached to `model` as a PEFT directory (`dir`, created if needed), each
+/// file atomically; factors go from the device to the file one at a time, so no host copy of the
+/// whole adapter is made.
 pub fn save_adapter(
     model: &Llama,
     config: &LoraConfig,
     base_model: Option<String>,
     dir: &Path,
 ) -> Result<()> {
-    PeftAdapter::from_model(model, config, base_model).save(dir)
+    std::fs::create_dir_all(dir).map_err(LoraError::io(dir))?;
+    let adapters = model.adapters();
+    let mut tensors = Vec::with_capacity(2 * adapters.len());
+    for (layer, target, ad) in adapters {
+        for (which, p) in [("A", &ad.lora_a), ("B", &ad.lora_b)] {
+            // PEFT's orientation: Burn's [in, out] factor transposed on the device.
+            let t = p.val().transpose();
+            tensors.push((
+                key(layer, target, which),
+                LazyTensor {
+                    shape: t.dims().to_vec(),
+                    format: FloatFormat::F32,
+                    bytes: Box::new(move || encode_f32(&host_f32(t.clone()), FloatFormat::F32)),
+                },
+            ));
+        }
+    }
+    write_safetensors_lazily(&dir.join(ADAPTER_WEIGHTS), tensors)?;
+    let config =
+        serde_json::to_vec_pretty(&config_json(config, base_model.as_deref())).expect("json");
+    Ok(engram_io::write_file(&dir.join(ADAPTER_CONFIG), &config)?)
 }
 
 fn config_value<'a>(cfg: &'a Value, key: &str) -> Option<&'a Value> {

@@ -20,7 +20,7 @@ use crate::config::TrainConfig;
 use crate::error::{LoraError, Result};
 use crate::examples::{TrainExample, build_examples};
 use crate::losses::{LossLog, NonFinite};
-use crate::peft::PeftAdapter;
+use crate::peft::save_adapter;
 use crate::record::{EpochRecord, TrainRecord};
 use crate::schedule::LinearSchedule;
 use crate::step::{gradients, optimizer};
@@ -335,10 +335,9 @@ impl Trainer<'_> {
             run.state.epochs.push(rec);
             run.record.epochs = run.state.epochs.clone();
             if self.train.checkpoints {
-                let adapter = self.adapter(&model);
                 checkpoint::save(
                     out,
-                    &adapter,
+                    |dir| self.save_adapter(&model, dir),
                     &run.optim,
                     &run.state,
                     self.train.keep_checkpoints,
@@ -349,9 +348,9 @@ impl Trainer<'_> {
         Ok(model)
     }
 
-    /// The adapter `model` carries.
-    fn adapter(&self, model: &Llama) -> PeftAdapter {
-        PeftAdapter::from_model(model, &self.lora, Some(self.base_model.clone()))
+    /// Writes the adapter `model` carries into `dir` (PEFT layout, tensor by tensor).
+    fn save_adapter(&self, model: &Llama, dir: &Path) -> Result<()> {
+        save_adapter(model, &self.lora, Some(self.base_model.clone()), dir)
     }
 
     /// [`Trainer::run_with`], reporting nothing.
@@ -388,7 +387,7 @@ impl Trainer<'_> {
         let trained = self.epochs(&mut run, model, &data, out, progress);
         progress.end();
         let model = trained?;
-        self.adapter(&model).save(out)?;
+        self.save_adapter(&model, out)?;
         run.record.status = "finished".into();
         run.write_record()?;
         Ok(TrainOutcome {

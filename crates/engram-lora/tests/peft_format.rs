@@ -2,7 +2,7 @@
 //! bit-identical; an exported adapter loads in PEFT itself (when a peer Python is available).
 
 use engram_lora::peft::{ADAPTER_CONFIG, ADAPTER_WEIGHTS};
-use engram_lora::{load_adapter, save_adapter};
+use engram_lora::{PeftAdapter, load_adapter, save_adapter};
 use engram_model::{LoraConfig, LoraTarget};
 use engram_testkit::{Reference, fixtures, max_abs_diff, tiny};
 
@@ -85,6 +85,26 @@ fn export_then_import_is_bit_identical() {
     assert_eq!(cfg["r"], 4);
     assert_eq!(cfg["lora_alpha"], 16);
     assert_eq!(cfg["bias"], "none");
+    // Readable by others, as a plain file (the safetensors crate's temporary file is 0600).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(dir.path().join(ADAPTER_WEIGHTS)).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+    }
+    // The streaming writer (factors one at a time from the device) writes the same files as the
+    // in-memory adapter's writer.
+    let held = tempfile::tempdir().unwrap();
+    PeftAdapter::from_model(&model, &adapter.config, Some("tiny-f32".into()))
+        .save(held.path())
+        .unwrap();
+    for f in [ADAPTER_WEIGHTS, ADAPTER_CONFIG] {
+        assert_eq!(
+            std::fs::read(held.path().join(f)).unwrap(),
+            std::fs::read(dir.path().join(f)).unwrap(),
+            "{f}"
+        );
+    }
 }
 
 #[test]
@@ -121,6 +141,13 @@ fn merge_writes_an_hf_checkpoint_with_the_adapter_folded_in() {
     assert!(shards > 1);
     assert!(out.join("model.safetensors.index.json").exists());
     assert!(out.join("tokenizer.json").exists());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let shard = out.join(format!("model-00001-of-{shards:05}.safetensors"));
+        let mode = std::fs::metadata(&shard).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644, "{}", shard.display());
+    }
     let ckpt = engram_checkpoint::Checkpoint::open(out.to_str().unwrap()).unwrap();
     let model = engram_model::Llama::load(
         &ckpt,
