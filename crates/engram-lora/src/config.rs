@@ -48,12 +48,11 @@ impl AdapterCompute {
         *self == AdapterCompute::F32
     }
 
-    /// `f32` or `bf16`.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "f32" => Some(AdapterCompute::F32),
-            "bf16" => Some(AdapterCompute::Bf16),
-            _ => None,
+    /// The setting's name, as presets and flags spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdapterCompute::F32 => "f32",
+            AdapterCompute::Bf16 => "bf16",
         }
     }
 
@@ -63,6 +62,18 @@ impl AdapterCompute {
             AdapterCompute::F32 => burn::tensor::DType::F32,
             AdapterCompute::Bf16 => burn::tensor::DType::BF16,
         }
+    }
+}
+
+impl std::str::FromStr for AdapterCompute {
+    type Err = String;
+
+    /// `f32` or `bf16`.
+    fn from_str(name: &str) -> Result<Self, String> {
+        [AdapterCompute::F32, AdapterCompute::Bf16]
+            .into_iter()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| format!("`{name}`: the adapter compute is f32 or bf16"))
     }
 }
 

@@ -3,8 +3,9 @@
 //! Start here: a [`Trainer`] takes a model, a [`engram_model::LoraConfig`] and a
 //! [`TrainConfig`] (whose `Default` is the one home of the training defaults, EnronQA §6's) and
 //! trains adapters on facts — [`examples`] turns facts into chat-formatted examples, [`batches`]
-//! orders them, [`pack`] packs a batch into fixed-length rows (`layout = "packed"`), [`step`] computes one optimizer step without reading the device, [`losses`]
-//! reads the step losses back once per logging interval, [`checkpoint`] saves every epoch so that
+//! orders them, [`pack`] packs a batch into fixed-length rows (`layout = "packed"`), [`step`]
+//! computes one optimizer step without reading the device, [`losses`] reads the step losses
+//! back once per logging interval, [`checkpoint`] saves every epoch so that
 //! `--resume` ends on the same adapter. [`peft`] writes and reads PEFT's adapter layout;
 //! [`merge`] folds an adapter into its base as an HF checkpoint. Answering with the trained
 //! model is [`engram_model::answer`]'s job.

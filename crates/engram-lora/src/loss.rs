@@ -56,19 +56,24 @@ impl Batch {
     fn padded(examples: &[&TrainExample], pad_id: u32) -> Self {
         let t = examples.iter().map(|e| e.ids.len()).max().unwrap_or(0);
         let rows: Vec<Vec<usize>> = (0..examples.len()).map(|i| vec![i]).collect();
-        let mut batch = Self::laid_out(examples, &rows, t, pad_id);
-        batch.packing = None;
-        batch
+        Self::laid_out(examples, &rows, t, pad_id, false)
     }
 
     /// Examples end to end in rows of `len` slots.
     fn packed(examples: &[&TrainExample], pad_id: u32, len: usize) -> Self {
         let lengths: Vec<usize> = examples.iter().map(|e| e.ids.len()).collect();
-        Self::laid_out(examples, &pack_rows(&lengths, len), len, pad_id)
+        Self::laid_out(examples, &pack_rows(&lengths, len), len, pad_id, true)
     }
 
-    /// `rows` (example indices in slot order) laid out in rows of `len` slots.
-    fn laid_out(examples: &[&TrainExample], rows: &[Vec<usize>], len: usize, pad: u32) -> Self {
+    /// `rows` (example indices in slot order) laid out in rows of `len` slots, with each slot's
+    /// position and segment when `packed`.
+    fn laid_out(
+        examples: &[&TrainExample],
+        rows: &[Vec<usize>],
+        len: usize,
+        pad: u32,
+        packed: bool,
+    ) -> Self {
         let mut batch = Self {
             ids: Vec::with_capacity(rows.len()),
             predict_at: Vec::new(),
@@ -90,19 +95,23 @@ impl Batch {
                     batch.targets.push(e.ids[p] as i64);
                 }
                 ids.extend_from_slice(&e.ids);
-                positions.extend(0..e.ids.len() as i64);
-                segments.extend(std::iter::repeat_n(s as i64, e.ids.len()));
+                if packed {
+                    positions.extend(0..e.ids.len() as i64);
+                    segments.extend(std::iter::repeat_n(s as i64, e.ids.len()));
+                }
                 batch.tokens += e.ids.len();
             }
             let used = ids.len();
             ids.resize(len, pad);
-            positions.resize(len, 0);
-            segments.extend((used..len).map(|slot| (row.len() + slot) as i64));
             batch.ids.push(ids);
-            packing.positions.push(positions);
-            packing.segments.push(segments);
+            if packed {
+                positions.resize(len, 0);
+                segments.extend((used..len).map(|slot| (row.len() + slot) as i64));
+                packing.positions.push(positions);
+                packing.segments.push(segments);
+            }
         }
-        batch.packing = Some(packing);
+        batch.packing = packed.then_some(packing);
         batch
     }
 
@@ -176,6 +185,7 @@ mod tests {
         let padded = Batch::new(&[&a, &b, &c], 0, None);
         assert_eq!(padded.slots(), 12);
         assert_eq!(padded.predict_at, vec![1, 2, 4, 5, 8]);
+        assert!(padded.packing.is_none());
         let packed = Batch::new(&[&a, &b, &c], 0, Some(6));
         // Longest first: a (4) then c (2) fill row 0; b (3) opens row 1.
         assert_eq!(

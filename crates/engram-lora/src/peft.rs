@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::{DType, Tensor, TensorData};
-use engram_checkpoint::hf_writer::{LazyTensor, safetensors_bytes, write_safetensors_lazily};
-use engram_checkpoint::{FloatFormat, HostTensor, SafetensorsCheckpoint, TensorSource, encode_f32};
+use engram_checkpoint::hf_writer::{LazyTensor, write_safetensors_lazily};
+use engram_checkpoint::{FloatFormat, SafetensorsCheckpoint, TensorSource, encode_f32};
 use engram_model::{Llama, LoraAdapter, LoraConfig, LoraTarget};
 use serde_json::{Value, json};
 
@@ -146,23 +146,17 @@ impl PeftAdapter {
     /// Writes `adapter_model.safetensors` and `adapter_config.json` into `dir` (created if
     /// needed), each atomically.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(LoraError::io(dir))?;
         let mut tensors = Vec::with_capacity(2 * self.factors.len());
         for f in &self.factors {
-            tensors.push((
-                key(f.layer, f.target, "A"),
-                HostTensor::from_f32(vec![f.rank, f.d_in], &f.a),
-            ));
-            tensors.push((
-                key(f.layer, f.target, "B"),
-                HostTensor::from_f32(vec![f.d_out, f.rank], &f.b),
-            ));
+            for (which, shape, values) in [
+                ("A", [f.rank, f.d_in], &f.a),
+                ("B", [f.d_out, f.rank], &f.b),
+            ] {
+                let bytes = Box::new(move || encode_f32(values, FloatFormat::F32));
+                tensors.push((key(f.layer, f.target, which), f32_tensor(shape, bytes)));
+            }
         }
-        let weights = dir.join(ADAPTER_WEIGHTS);
-        let bytes = safetensors_bytes(&tensors, &weights)?;
-        engram_io::write_file(&weights, &bytes)?;
-        let config = serde_json::to_vec_pretty(&self.config_json()).expect("json");
-        Ok(engram_io::write_file(&dir.join(ADAPTER_CONFIG), &config)?)
+        write_dir(dir, tensors, &self.config, self.base_model.as_deref())
     }
 
     /// Attaches these factors to `model` (base frozen, any adapters already attached replaced),
@@ -226,27 +220,41 @@ pub fn save_adapter(
     base_model: Option<String>,
     dir: &Path,
 ) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(LoraError::io(dir))?;
     let adapters = model.adapters();
     let mut tensors = Vec::with_capacity(2 * adapters.len());
     for (layer, target, ad) in adapters {
         for (which, p) in [("A", &ad.lora_a), ("B", &ad.lora_b)] {
             // PEFT's orientation: Burn's [in, out] factor transposed on the device.
             let t = p.val().transpose();
-            tensors.push((
-                key(layer, target, which),
-                LazyTensor {
-                    shape: t.dims().to_vec(),
-                    format: FloatFormat::F32,
-                    bytes: Box::new(move || encode_f32(&host_f32(t.clone()), FloatFormat::F32)),
-                },
-            ));
+            let shape = t.dims();
+            let bytes = Box::new(move || encode_f32(&host_f32(t.clone()), FloatFormat::F32));
+            tensors.push((key(layer, target, which), f32_tensor(shape, bytes)));
         }
     }
+    write_dir(dir, tensors, config, base_model.as_deref())
+}
+
+/// An f32 tensor of `shape` whose bytes `bytes` produces when the writer reaches it.
+fn f32_tensor<'a>(shape: [usize; 2], bytes: Box<dyn Fn() -> Vec<u8> + 'a>) -> LazyTensor<'a> {
+    LazyTensor {
+        shape: shape.to_vec(),
+        format: FloatFormat::F32,
+        bytes,
+    }
+}
+
+/// Writes an adapter directory: `tensors` to `adapter_model.safetensors` one at a time, then
+/// `adapter_config.json` for `config` on `base_model` (created if needed, each file atomically).
+fn write_dir(
+    dir: &Path,
+    tensors: Vec<(String, LazyTensor<'_>)>,
+    config: &LoraConfig,
+    base_model: Option<&str>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(LoraError::io(dir))?;
     write_safetensors_lazily(&dir.join(ADAPTER_WEIGHTS), tensors)?;
-    let config =
-        serde_json::to_vec_pretty(&config_json(config, base_model.as_deref())).expect("json");
-    Ok(engram_io::write_file(&dir.join(ADAPTER_CONFIG), &config)?)
+    let json = serde_json::to_vec_pretty(&config_json(config, base_model)).expect("json");
+    Ok(engram_io::write_file(&dir.join(ADAPTER_CONFIG), &json)?)
 }
 
 fn config_value<'a>(cfg: &'a Value, key: &str) -> Option<&'a Value> {

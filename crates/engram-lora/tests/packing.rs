@@ -38,7 +38,7 @@ fn adapted(model: Llama) -> Llama {
 /// The loss and every adapter gradient (`A` then `B`, by layer and target) of one batch.
 fn loss_and_grads(model: &Llama, batch: &Batch) -> (f32, Vec<Vec<f32>>) {
     let loss = batch_loss(model, batch, batch.labels() as f64);
-    let value = loss.clone().into_scalar_f32();
+    let value = scalar(loss.clone());
     let grads = GradientsParams::from_grads(loss.backward(), model);
     let host = |t: Tensor<2>| t.into_data().try_into_vec_as::<f32>().unwrap();
     let mut out = Vec::new();
@@ -52,14 +52,9 @@ fn loss_and_grads(model: &Llama, batch: &Batch) -> (f32, Vec<Vec<f32>>) {
     (value, out)
 }
 
-trait Scalar {
-    fn into_scalar_f32(self) -> f32;
-}
-
-impl Scalar for Tensor<1> {
-    fn into_scalar_f32(self) -> f32 {
-        self.into_data().try_into_vec_as::<f32>().unwrap()[0]
-    }
+/// The value of a 1-element tensor.
+fn scalar(t: Tensor<1>) -> f32 {
+    t.into_data().try_into_vec_as::<f32>().unwrap()[0]
 }
 
 #[test]
@@ -104,7 +99,7 @@ fn a_packed_batch_has_the_padded_batchs_loss_and_gradients() {
     // The packed layout also runs without autodiff (validation copies).
     let valid = model.for_inference();
     let plain = batch_loss(&valid, &Batch::new(&batch, 0, Some(2 * longest)), 1.0);
-    let plain = plain.into_scalar_f32() / padded.labels() as f32;
+    let plain = scalar(plain) / padded.labels() as f32;
     assert!(
         (plain - loss).abs() <= 1e-5 * loss.abs(),
         "{plain} vs {loss}"

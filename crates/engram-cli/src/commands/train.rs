@@ -104,7 +104,7 @@ pub struct TrainArgs {
     /// The adapters' matmul dtype: f32 (default, exact) or bf16 (f32 master weights and
     /// optimizer state, as PEFT under bf16 autocast).
     #[arg(long, value_name = "f32|bf16")]
-    pub adapter_compute: Option<String>,
+    pub adapter_compute: Option<AdapterCompute>,
     /// After training, answer the original and rephrased questions and print exact match.
     #[arg(long)]
     pub eval: bool,
@@ -168,10 +168,7 @@ impl TrainArgs {
         if self.pack_length.is_some() {
             t.pack_length = self.pack_length;
         }
-        if let Some(c) = &self.adapter_compute {
-            t.adapter_compute = AdapterCompute::parse(c)
-                .with_context(|| format!("--adapter-compute {c}: f32 or bf16"))?;
-        }
+        set(&mut t.adapter_compute, self.adapter_compute);
         Ok(p)
     }
 }

@@ -8,10 +8,10 @@
 //! and peak device memory (the allocator's reserved bytes where the backend reports them, the
 //! process's peak RSS on the CPU) beside the memory planner's estimate for the same shape
 //! (`engram_experiments::estimate::lora_training_bytes`, what `sweep --dry-run` and the "not
-//! enough memory" check use) and their ratio. Training FLOPs per step count the matmuls: forward and input
-//! gradients through the frozen blocks (4 × block parameters per token), forward and both
-//! gradients of the adapters (6 × adapter parameters per token), the language-model head on
-//! the label positions only (4 × vocab × hidden each, as engram's loss computes it), and
+//! enough memory" check use) and their ratio. Training FLOPs per step count the matmuls:
+//! forward and input gradients through the frozen blocks (4 × block parameters per token),
+//! forward and both gradients of the adapters (6 × adapter parameters per token), the
+//! language-model head on the label positions only (4 × vocab × hidden each, as engram's loss computes it), and
 //! attention scores (forward and backward, 3 × 4 × layers × heads × head_dim × seq² per row).
 //! Ops and syncs per optimizer step: kernel launches (CubeCL's launch observer, so GPU backends
 //! only; fused Burn ops count once) and device-to-host reads issued by engram's training code,

@@ -71,7 +71,7 @@ pub struct TrainBenchArgs {
     pub peak_tflops: Option<f64>,
     /// The adapters' matmul dtype for engram: f32 or bf16 (`engram train --adapter-compute`).
     #[arg(long, default_value = "f32")]
-    pub adapter_compute: String,
+    pub adapter_compute: engram_lora::AdapterCompute,
     /// engram trains with packed batches (`engram train --pack`); the peer pads as transformers'
     /// collator does.
     #[arg(long)]
@@ -149,7 +149,7 @@ fn engram_run(a: &TrainBenchArgs, rank: usize, dir: &Path) -> Result<RunFigures>
     if a.pack {
         cmd.arg("--pack");
     }
-    cmd.args(["--adapter-compute", &a.adapter_compute]);
+    cmd.args(["--adapter-compute", a.adapter_compute.name()]);
     let peak = run_measured(cmd, "engram train")?;
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("train_record.json"))?)?;
@@ -183,9 +183,7 @@ pub fn run(a: TrainBenchArgs) -> Result<()> {
             architecture: arch,
             backend: &a.backend,
             dtype,
-            adapter_compute: engram_lora::AdapterCompute::parse(&a.adapter_compute)
-                .with_context(|| format!("--adapter-compute {}: f32 or bf16", a.adapter_compute))?
-                .dtype(),
+            adapter_compute: a.adapter_compute.dtype(),
             ranks: &a.ranks,
             batch: a.batch,
             seq: a.seq_len,
