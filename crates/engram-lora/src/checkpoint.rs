@@ -1,15 +1,15 @@
 //! Per-epoch training checkpoints: `OUT/checkpoints/epoch-NNNN/` holds the adapter (PEFT
-//! layout), the AdamW state (Burn's burnpack bytes, keyed by the adapters' name-derived ids)
-//! and `trainer_state.json` (epoch, optimizer step, the run's fingerprint, per-epoch records).
+//! layout), the AdamW state ([`crate::optimizer_state`]: `optimizer.safetensors`, tensor by
+//! tensor) and `trainer_state.json` (epoch, optimizer step, the run's fingerprint, per-epoch records).
 //! Batch order and dropout masks are functions of (seed, epoch, step), so these are all the
 //! state a resumed run needs to end on the same adapter as an uninterrupted one.
 
 use std::path::{Path, PathBuf};
 
-use burn::optim::ModuleOptimizer;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LoraError, Result};
+use crate::optimizer_state::OPTIMIZER_STATE;
 use crate::peft::{PeftAdapter, load_adapter};
 use crate::record::EpochRecord;
 use engram_io as atomic;
@@ -37,17 +37,16 @@ fn epoch_dir(out: &Path, epoch: usize) -> PathBuf {
 }
 
 const STATE: &str = "trainer_state.json";
-const OPTIMIZER: &str = "optimizer.bpk";
 
 /// Writes the checkpoint of epoch `state.epoch` (into a temporary directory renamed into place)
 /// and removes older ones beyond `keep`. `write_adapter` writes the adapter's PEFT files into the
-/// directory it is given ([`crate::peft::save_adapter`]: tensor by tensor); the optimizer state
-/// goes straight to its file (Burn's record, which does copy every state tensor to the host
-/// first, but builds no second, serialized copy in memory).
+/// directory it is given ([`crate::peft::save_adapter`]: tensor by tensor), `write_optimizer`
+/// the optimizer state's file at the path it is given ([`crate::optimizer_state::save`]: tensor
+/// by tensor too), so no host copy of the whole state is made.
 pub fn save(
     out: &Path,
     write_adapter: impl FnOnce(&Path) -> Result<()>,
-    optimizer: &ModuleOptimizer,
+    write_optimizer: impl FnOnce(&Path) -> Result<()>,
     state: &TrainerState,
     keep: usize,
 ) -> Result<PathBuf> {
@@ -57,10 +56,7 @@ pub fn save(
         std::fs::remove_dir_all(&tmp).map_err(LoraError::io(&tmp))?;
     }
     write_adapter(&tmp)?;
-    let opt_path = tmp.join(OPTIMIZER);
-    optimizer
-        .save(&opt_path)
-        .map_err(|e| LoraError::adapter(&opt_path, format!("optimizer state: {e:?}")))?;
+    write_optimizer(&tmp.join(OPTIMIZER_STATE))?;
     let json = serde_json::to_vec_pretty(state).expect("json");
     atomic::write_file(&tmp.join(STATE), &json)?;
     atomic::replace_dir(&tmp, &dst)?;
@@ -101,10 +97,9 @@ pub struct Restored {
     pub dir: PathBuf,
     /// Counters and records.
     pub state: TrainerState,
-    /// The adapter.
+    /// The adapter (the optimizer state, `dir`'s [`crate::optimizer_state`], is read once the
+    /// adapter is attached).
     pub adapter: PeftAdapter,
-    /// Optimizer state bytes.
-    pub optimizer: Vec<u8>,
 }
 
 /// The newest checkpoint under `out`, if any.
@@ -119,12 +114,9 @@ pub fn latest(out: &Path) -> Result<Option<Restored>> {
         problem: format!("corrupt trainer state: {e}"),
     })?;
     let adapter = load_adapter(&dir)?;
-    let opt_path = dir.join(OPTIMIZER);
-    let optimizer = std::fs::read(&opt_path).map_err(LoraError::io(&opt_path))?;
     Ok(Some(Restored {
         dir,
         state,
         adapter,
-        optimizer,
     }))
 }

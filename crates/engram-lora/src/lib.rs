@@ -4,12 +4,14 @@
 //! [`TrainConfig`] (whose `Default` is the one home of the training defaults, EnronQA §6's) and
 //! trains adapters on facts — [`examples`] turns facts into chat-formatted examples, [`batches`]
 //! orders them, [`pack`] packs a batch into fixed-length rows (`layout = "packed"`), [`step`]
-//! computes one optimizer step without reading the device, [`losses`] reads the step losses
+//! computes one optimizer step without reading the device, [`adamw`] applies it (one fused
+//! pass per tensor), [`losses`] reads the step losses
 //! back once per logging interval, [`checkpoint`] saves every epoch so that
 //! `--resume` ends on the same adapter. [`peft`] writes and reads PEFT's adapter layout;
 //! [`merge`] folds an adapter into its base as an HF checkpoint. Answering with the trained
 //! model is [`engram_model::answer`]'s job.
 
+pub mod adamw;
 pub mod batches;
 pub mod checkpoint;
 pub mod config;
@@ -18,6 +20,7 @@ pub mod examples;
 pub mod loss;
 pub mod losses;
 pub mod merge;
+pub mod optimizer_state;
 pub mod pack;
 pub mod peft;
 pub mod probe;

@@ -70,7 +70,7 @@ fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-fn host_f32(t: Tensor<2>) -> Vec<f32> {
+pub(crate) fn host_f32(t: Tensor<2>) -> Vec<f32> {
     t.cast(DType::F32)
         .into_data()
         .try_into_vec_as::<f32>()

@@ -1,27 +1,30 @@
 //! One optimizer step: its micro-batches forward and backward (the backend RNG re-seeded from
 //! (seed, step, micro-batch) before each, so dropout masks are reproducible), gradients
 //! accumulated, the global norm clipped as `torch.nn.utils.clip_grad_norm_`, and AdamW applied
-//! to the adapters. Nothing here reads the device: the loss stays a device tensor (the trainer
-//! reads losses once per logging interval, [`crate::losses`]) and the clip factor is computed
-//! and applied on the device, as torch's foreach clipping does.
+//! to the adapters ([`crate::adamw`]). Nothing here reads the device: the loss stays a device
+//! tensor (the trainer reads losses once per logging interval, [`crate::losses`]) and the clip
+//! factor is computed on the device and applied inside the optimizer's update, as torch's
+//! foreach clipping applies it without reading it.
 
-use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::Tensor;
 use engram_model::Llama;
 use sha2::{Digest, Sha256};
 
+use crate::adamw::{AdamW, AdamWSettings, ClippedGradients};
 use crate::config::TrainConfig;
 use crate::examples::TrainExample;
 use crate::loss::{Batch, batch_loss};
 
-/// The optimizer of every run: AdamW as `torch.optim.AdamW` (β 0.9/0.999, eps 1e-8).
-pub fn optimizer(cfg: &TrainConfig) -> ModuleOptimizer {
-    AdamWConfig::new()
-        .with_beta_1(0.9)
-        .with_beta_2(0.999)
-        .with_epsilon(1e-8)
-        .with_weight_decay(cfg.weight_decay as f32)
-        .init()
+/// The optimizer settings of every run: `torch.optim.AdamW`'s (β 0.9/0.999, eps 1e-8) with the
+/// run's weight decay.
+pub fn optimizer_settings(cfg: &TrainConfig) -> AdamWSettings {
+    AdamWSettings::torch(cfg.weight_decay)
+}
+
+/// A fresh optimizer for a run of `cfg`.
+pub fn optimizer(cfg: &TrainConfig) -> AdamW {
+    AdamW::new(optimizer_settings(cfg))
 }
 
 /// Mixes seed, step and micro-batch into one RNG seed.
@@ -42,8 +45,9 @@ pub struct StepGradients {
     pub labels: usize,
     /// Non-padding tokens of the step.
     pub tokens: usize,
-    /// The adapters' gradients, clipped when the settings say so.
-    pub grads: GradientsParams,
+    /// The adapters' gradients and, when the settings clip, the factor the optimizer scales
+    /// them by.
+    pub grads: ClippedGradients,
 }
 
 /// Forward and backward over the micro-batches `group` (indices into `examples`) of optimizer
@@ -86,51 +90,41 @@ pub fn gradients(
         }
         tokens += batch.tokens;
     }
-    let mut grads = single.unwrap_or_else(|| accum.grads());
-    if let Some(max) = cfg.clip() {
-        clip_global_norm(model, &mut grads, max);
-    }
+    let grads = single.unwrap_or_else(|| accum.grads());
+    let clip = cfg.clip().and_then(|max| clip_factor(model, &grads, max));
     StepGradients {
         loss: loss.expect("an optimizer step has at least one micro-batch"),
         labels,
         tokens,
-        grads,
+        grads: ClippedGradients { grads, clip },
     }
 }
 
-/// Scales the adapters' gradients so that their global L2 norm is at most `max` (as
-/// `torch.nn.utils.clip_grad_norm_`: factor `max / (norm + 1e-6)`, capped at 1, and — as torch's
-/// foreach path — applied to every gradient even when it is 1, so that nothing waits for the
-/// norm). A non-finite norm behaves as torch's does without `error_if_nonfinite`: an infinite
-/// one zeroes the gradients, a NaN one makes them NaN, and the next step's loss shows it.
-fn clip_global_norm(model: &Llama, grads: &mut GradientsParams, max: f64) {
-    let ids: Vec<_> = model
-        .adapters()
-        .iter()
-        .flat_map(|(_, _, a)| [a.lora_a.id, a.lora_b.id])
-        .collect();
+/// The factor that scales the adapters' gradients to a global L2 norm of at most `max`, as
+/// `torch.nn.utils.clip_grad_norm_`: `max / (norm + 1e-6)`, capped at 1 — and, as torch's foreach
+/// path, applied to every gradient even when it is 1, so that nothing waits for the norm
+/// (`None` only when no adapter has a gradient). A non-finite norm behaves as torch's does
+/// without `error_if_nonfinite`: an infinite one zeroes the gradients, a NaN one makes them
+/// NaN, and the next step's loss shows it.
+fn clip_factor(model: &Llama, grads: &GradientsParams, max: f64) -> Option<Tensor<1>> {
     let mut total: Option<Tensor<1>> = None;
-    for &id in &ids {
-        if let Some(g) = grads.get::<2>(id) {
-            let s = g.square().sum();
-            total = Some(match total {
-                Some(t) => t + s,
-                None => s,
-            });
+    for (_, _, a) in model.adapters() {
+        for id in [a.lora_a.id, a.lora_b.id] {
+            if let Some(g) = grads.get::<2>(id) {
+                let s = g.square().sum();
+                total = Some(match total {
+                    Some(t) => t + s,
+                    None => s,
+                });
+            }
         }
     }
-    let Some(total) = total else { return };
-    let factor: Tensor<2> = total
-        .sqrt()
-        .add_scalar(1e-6)
-        .recip()
-        .mul_scalar(max)
-        .clamp_max(1.0)
-        .reshape([1, 1]);
-    for id in ids {
-        if let Some(g) = grads.remove::<2>(id) {
-            let dtype = g.dtype();
-            grads.register(id, g * factor.clone().cast(dtype));
-        }
-    }
+    Some(
+        total?
+            .sqrt()
+            .add_scalar(1e-6)
+            .recip()
+            .mul_scalar(max)
+            .clamp_max(1.0),
+    )
 }

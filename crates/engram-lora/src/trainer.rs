@@ -7,23 +7,24 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use burn::optim::ModuleOptimizer;
 use engram_facts::Fact;
 use engram_io::{Progress, Quiet};
 use engram_model::{Llama, LoraConfig};
 use engram_tokenizer::ChatTokenizer;
 use sha2::{Digest, Sha256};
 
+use crate::adamw::AdamW;
 use crate::batches::epoch_batches;
 use crate::checkpoint::{self, TrainerState};
 use crate::config::TrainConfig;
 use crate::error::{LoraError, Result};
 use crate::examples::{TrainExample, build_examples};
 use crate::losses::{LossLog, NonFinite};
+use crate::optimizer_state;
 use crate::peft::save_adapter;
 use crate::record::{EpochRecord, TrainRecord};
 use crate::schedule::LinearSchedule;
-use crate::step::{gradients, optimizer};
+use crate::step::{gradients, optimizer, optimizer_settings};
 
 /// The trained model (adapters attached) and the record of the run.
 pub struct TrainOutcome {
@@ -34,7 +35,7 @@ pub struct TrainOutcome {
     /// Where the final adapter was written.
     pub adapter_dir: PathBuf,
     /// The optimizer (its state covers the adapters only).
-    pub optimizer: ModuleOptimizer,
+    pub optimizer: AdamW,
 }
 
 /// Trains adapters on facts.
@@ -63,7 +64,7 @@ struct Data {
 /// A run in progress: the optimizer, the counters and the record (the model travels by value
 /// beside it, so that optimizer steps update its tensors in place).
 struct Run {
-    optim: ModuleOptimizer,
+    optim: AdamW,
     state: TrainerState,
     record: TrainRecord,
     record_path: PathBuf,
@@ -193,12 +194,7 @@ impl Trainer<'_> {
                     });
                 }
                 let model = r.adapter.apply(model)?;
-                let optim = optimizer(&self.train)
-                    .from_bytes(burn::tensor::Bytes::from_bytes_vec(r.optimizer))
-                    .map_err(|e| LoraError::Resume {
-                        path: r.dir.clone(),
-                        problem: format!("optimizer state: {e:?}"),
-                    })?;
+                let optim = optimizer_state::load(&r.dir, &model, optimizer_settings(&self.train))?;
                 let after = r.state.epoch;
                 (model, optim, r.state, Some(after))
             }
@@ -338,7 +334,7 @@ impl Trainer<'_> {
                 checkpoint::save(
                     out,
                     |dir| self.save_adapter(&model, dir),
-                    &run.optim,
+                    |path| optimizer_state::save(&run.optim, &model, path),
                     &run.state,
                     self.train.keep_checkpoints,
                 )?;

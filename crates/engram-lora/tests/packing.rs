@@ -5,34 +5,17 @@ use engram_lora::config::BatchLayout;
 use engram_lora::loss::{Batch, batch_loss};
 use engram_lora::{TrainConfig, TrainExample, Trainer, build_examples};
 use engram_model::burn::optim::GradientsParams;
-use engram_model::burn::tensor::{Distribution, Tensor};
-use engram_model::{Llama, LoraAdapter, LoraConfig};
-use engram_testkit::{fixtures, small_random, train_lock};
+use engram_model::burn::tensor::Tensor;
+use engram_model::{Llama, LoraConfig};
+use engram_testkit::{fixtures, random_adapters, small_random, train_lock};
 
 fn facts() -> Vec<engram_facts::Fact> {
     engram_facts::read_facts(&fixtures().join("facts/synthetic-20.jsonl")).unwrap()
 }
 
-/// The model with rank-4 adapters whose `B` is random too (a zero `B` would leave `A`'s
-/// gradients zero and the comparison half empty), dropout off.
+/// The model with rank-4 adapters, `B` random too, dropout off.
 fn adapted(model: Llama) -> Llama {
-    let mut model = model
-        .with_lora(&LoraConfig::new(4).with_dropout(0.0).with_init_seed(3))
-        .unwrap();
-    let device = model.device();
-    device.seed(11);
-    let found: Vec<_> = model
-        .adapters()
-        .iter()
-        .map(|(l, t, a)| (*l, *t, a.lora_a.val(), a.scaling, a.lora_b.dims()))
-        .collect();
-    for (layer, target, a, scaling, [r, out]) in found {
-        let b = Tensor::<2>::random([r, out], Distribution::Normal(0.0, 0.05), &device);
-        let name = Llama::linear_name(layer, target);
-        model.linear_mut(layer, target).lora =
-            Some(LoraAdapter::from_factors(&name, a, b, scaling, 0.0));
-    }
-    model
+    random_adapters(model, 4, 11)
 }
 
 /// The loss and every adapter gradient (`A` then `B`, by layer and target) of one batch.

@@ -30,6 +30,19 @@ impl LaunchCounter {
         }
     }
 
+    /// Launches since [`LaunchCounter::start`] by kernel (named as CubeCL's profiler shortens
+    /// kernel type names: `ElemwiseFuse`, `Matmul…`), most launched first.
+    pub fn by_kernel(&self) -> Vec<(String, u64)> {
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        {
+            self.inner.by_kernel()
+        }
+        #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+        {
+            Vec::new()
+        }
+    }
+
     /// Kernels launched since [`LaunchCounter::start`].
     pub fn launched(&self) -> u64 {
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -45,17 +58,25 @@ impl LaunchCounter {
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod imp {
-    use std::sync::Arc;
+    use std::collections::HashMap;
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
 
+    use cubecl_runtime::config::{TypeNameFormatLevel, type_name_format};
     use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
 
     #[derive(Default)]
-    struct Count(AtomicU64);
+    struct Count(AtomicU64, Mutex<HashMap<&'static str, u64>>);
 
     impl LaunchObserver for Count {
-        fn launched(&self, _kernel: &'static str) {
+        fn launched(&self, kernel: &'static str) {
             self.0.fetch_add(1, Ordering::Relaxed);
+            *self
+                .1
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(kernel)
+                .or_default() += 1;
         }
     }
 
@@ -77,6 +98,24 @@ mod imp {
         pub(super) fn launched(&self) -> u64 {
             self.count.0.load(Ordering::Relaxed)
         }
+
+        pub(super) fn by_kernel(&self) -> Vec<(String, u64)> {
+            let mut tally: HashMap<String, u64> = HashMap::new();
+            for (name, n) in self
+                .count
+                .1
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+            {
+                *tally
+                    .entry(type_name_format(name, TypeNameFormatLevel::Short))
+                    .or_default() += n;
+            }
+            let mut out: Vec<_> = tally.into_iter().collect();
+            out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            out
+        }
     }
 }
 
@@ -92,6 +131,16 @@ mod tests {
         let x: Tensor<1> = Tensor::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0], [3]), &device);
         let y = (x.clone() * x).sum().into_data();
         assert!(counter.launched() > 0, "no launch seen computing {y:?}");
+        let tally = counter.by_kernel();
+        assert_eq!(
+            tally.iter().map(|(_, n)| n).sum::<u64>(),
+            counter.launched()
+        );
+        assert!(
+            tally
+                .iter()
+                .all(|(name, _)| !name.is_empty() && !name.contains("::"))
+        );
         drop(counter);
         assert!(LaunchCounter::start(&Device::flex()).is_none());
         assert!(LaunchCounter::start(&Device::flex().autodiff()).is_none());

@@ -12,7 +12,8 @@ use std::sync::{Mutex, MutexGuard};
 
 pub use facts::{facts, rephrased_hits};
 pub use models::{
-    base_weights, load, load_on, logits, random_model, small_random, tiny, tiny_ckpt,
+    base_weights, load, load_on, logits, random_adapters, random_model, small_random, tiny,
+    tiny_ckpt,
 };
 pub use reference::Reference;
 

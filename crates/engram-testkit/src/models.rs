@@ -4,7 +4,7 @@
 use burn::tensor::{DType, Device};
 use engram_checkpoint::hf_writer::safetensors_bytes;
 use engram_checkpoint::{Checkpoint, FloatFormat, HostTensor};
-use engram_model::{Llama, WeightDType};
+use engram_model::{Llama, LoraAdapter, LoraConfig, WeightDType};
 use engram_tokenizer::ChatTokenizer;
 
 use crate::{fixture, fixtures};
@@ -171,4 +171,28 @@ pub fn small_random(seed: u64) -> (Llama, ChatTokenizer, tempfile::TempDir) {
     let model = Llama::load(&ckpt, WeightDType::F32, &Device::flex().autodiff()).unwrap();
     let tok = ChatTokenizer::from_files(&ckpt.tokenizer).unwrap();
     (model, tok, dir)
+}
+
+/// `model` with rank-`rank` adapters on every linear layer whose `B` is random too (`N(0, 0.05)`
+/// from the device RNG seeded with `seed`; a zero `B` would leave `A`'s gradients zero and a
+/// comparison half empty), dropout off.
+pub fn random_adapters(model: Llama, rank: usize, seed: u64) -> Llama {
+    use burn::tensor::{Distribution, Tensor};
+    let mut model = model
+        .with_lora(&LoraConfig::new(rank).with_dropout(0.0).with_init_seed(3))
+        .unwrap();
+    let device = model.device();
+    device.seed(seed);
+    let found: Vec<_> = model
+        .adapters()
+        .iter()
+        .map(|(l, t, a)| (*l, *t, a.lora_a.val(), a.scaling, a.lora_b.dims()))
+        .collect();
+    for (layer, target, a, scaling, [r, out]) in found {
+        let b = Tensor::<2>::random([r, out], Distribution::Normal(0.0, 0.05), &device);
+        let name = Llama::linear_name(layer, target);
+        model.linear_mut(layer, target).lora =
+            Some(LoraAdapter::from_factors(&name, a, b, scaling, 0.0));
+    }
+    model
 }

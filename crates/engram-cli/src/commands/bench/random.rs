@@ -251,6 +251,15 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         let _ = device.sync();
         let secs = t0.elapsed().as_secs_f64().max(1e-9);
         let per_step = |n: u64| n as f64 / spec.steps as f64;
+        let by_kernel: Vec<(String, f64)> = launches
+            .as_ref()
+            .map(|c| {
+                c.by_kernel()
+                    .into_iter()
+                    .map(|(k, n)| (k, per_step(n)))
+                    .collect()
+            })
+            .unwrap_or_default();
         let launches = launches.map(|c| per_step(c.launched()));
         let reads = per_step(host_reads() - reads0);
         let tokens = (spec.batch * spec.seq * spec.steps) as f64;
@@ -272,12 +281,21 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             launches.map_or("-".into(), |l| format!("{l:.1}")),
             reads
         );
+        if !by_kernel.is_empty() {
+            let top: Vec<String> = by_kernel
+                .iter()
+                .take(6)
+                .map(|(k, n)| format!("{k} {n:.1}"))
+                .collect();
+            println!("       launches/step by kernel: {}", top.join(", "));
+        }
         rows.push(json!({
             "rank": rank, "adapter_params": adapter as u64, "tokens_per_s": tokens / secs,
             "step_ms": 1e3 * secs / spec.steps as f64, "tflops": tflops, "mfu": mfu,
             "peak_memory_bytes": if mem.is_finite() { json!(mem) } else { json!(null) },
             "memory_kind": mem_kind, "planned_peak_bytes": need,
             "kernel_launches_per_step": launches,
+            "kernel_launches_per_step_by_kernel": by_kernel.iter().map(|(k, n)| json!({"kernel": k, "launches": n})).collect::<Vec<_>>(),
             "host_reads_per_step": reads,
         }));
         drop(model);
