@@ -39,7 +39,8 @@ pub struct Attention {
 }
 
 impl Attention {
-    /// `x: [batch, seq, hidden]`; `cos`/`sin: [batch or 1, 1, seq, head_dim]`; `mask: [batch, 1,
+    /// `x: [batch, seq, hidden]`; `cos`/`sin: [batch or 1, seq, 1, head_dim]` ([`crate::rope`]'s
+    /// tables, `sin` signed); `mask: [batch, 1,
     /// seq, keys]` (true = masked). With a cache, the new keys/values are appended and attention
     /// runs over everything cached.
     pub fn forward(
@@ -52,23 +53,24 @@ impl Attention {
     ) -> Tensor<3> {
         let [b, t, _] = x.dims();
         let (h, kv, d) = (self.n_heads, self.n_kv_heads, self.head_dim);
-        let q = self
-            .q_proj
-            .forward(x.clone())
-            .reshape([b, t, h, d])
-            .swap_dims(1, 2);
-        let k = self
-            .k_proj
-            .forward(x.clone())
-            .reshape([b, t, kv, d])
-            .swap_dims(1, 2);
+        // RoPE on q and k as the projections lay them out ([b, t, heads, d]), then heads first.
+        let q = apply_rotary(
+            self.q_proj.forward(x.clone()).reshape([b, t, h, d]),
+            cos,
+            sin,
+        )
+        .swap_dims(1, 2);
+        let k = apply_rotary(
+            self.k_proj.forward(x.clone()).reshape([b, t, kv, d]),
+            cos,
+            sin,
+        )
+        .swap_dims(1, 2);
         let v = self
             .v_proj
             .forward(x)
             .reshape([b, t, kv, d])
             .swap_dims(1, 2);
-        let q = apply_rotary(q, cos, sin);
-        let k = apply_rotary(k, cos, sin);
         let (k, v) = match cache {
             Some(c) => c.append(k, v),
             None => (k, v),

@@ -89,8 +89,8 @@ impl Llama {
         self.forward_hidden_at(tokens, &cos, &sin, mask, cache)
     }
 
-    /// As [`Llama::forward_hidden`], with the rotary tables given (`[batch or 1, 1, seq,
-    /// head_dim]`, e.g. from [`Rotary::gather`]).
+    /// As [`Llama::forward_hidden`], with the rotary tables given (`[batch or 1, seq, 1,
+    /// head_dim]`, `sin` signed: [`crate::rope`]; e.g. from [`Rotary::gather`]).
     pub fn forward_hidden_at(
         &self,
         tokens: Tensor<2, Int>,

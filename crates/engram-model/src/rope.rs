@@ -1,6 +1,14 @@
 //! Rotary position embeddings in transformers' rotate-half form (pairs `i` and `i + d/2`), which
 //! is how HF checkpoints store q/k rows. Frequencies are computed in f32 exactly as
 //! `transformers.modeling_rope_utils` does (default, linear, llama3), then cos/sin per position.
+//!
+//! `rotate_half(x) · sin` is computed as `swap_halves(x) · [-sin, sin]`: the sine table holds
+//! rotate-half's sign (its first half negated), so that the rotation is one flip of the two
+//! halves (one kernel forward, one backward) instead of two slices, a negation and a
+//! concatenation (whose backward allocates and fills a zero tensor per slice). The products are
+//! the same floats: `(-x₂)·s` and `x₂·(-s)` round alike. Tables are laid out `[batch or 1, seq,
+//! 1, head_dim]`, to broadcast over the heads of q and k as the projections produce them
+//! (`[batch, seq, heads, head_dim]`), before they are transposed for attention.
 
 use std::sync::{Arc, Mutex};
 
@@ -68,7 +76,7 @@ type TableCache = Arc<Mutex<Vec<(Device, usize, Tensor<4>, Tensor<4>)>>>;
 const CACHED_LENGTHS: usize = 32;
 
 /// Rotary embedding: cos/sin tables computed on the host. When every row sits at the same
-/// positions (training batches, unpadded forwards) one `[1, 1, seq, head_dim]` table serves the
+/// positions (training batches, unpadded forwards) one `[1, seq, 1, head_dim]` table serves the
 /// batch by broadcasting, and the table of positions `0..seq` is kept on the device, so a
 /// training step uploads none.
 #[derive(Debug, Clone)]
@@ -91,8 +99,8 @@ impl Rotary {
         &self.inv_freq
     }
 
-    /// cos and sin for `positions[b][t]`: `[batch, 1, seq, head_dim]`, or `[1, 1, seq,
-    /// head_dim]` when every row has the same positions.
+    /// cos and signed sin (see the module docs) for `positions[b][t]`: `[batch, seq, 1,
+    /// head_dim]`, or `[1, seq, 1, head_dim]` when every row has the same positions.
     pub fn tables(&self, positions: &[Vec<usize>], device: &Device) -> (Tensor<4>, Tensor<4>) {
         let shared = positions.windows(2).all(|w| w[0] == w[1]);
         if !shared || positions.is_empty() {
@@ -106,7 +114,7 @@ impl Rotary {
         self.first(t, device)
     }
 
-    /// The tables of positions `0..t`, `[1, 1, t, head_dim]`, kept on the device.
+    /// The tables of positions `0..t`, `[1, t, 1, head_dim]`, kept on the device.
     fn first(&self, t: usize, device: &Device) -> (Tensor<4>, Tensor<4>) {
         let mut cache = self.cache.lock().expect("rope cache");
         if let Some((_, _, cos, sin)) = cache.iter().find(|(d, n, _, _)| *n == t && d == device) {
@@ -121,8 +129,8 @@ impl Rotary {
         (cos, sin)
     }
 
-    /// cos and sin for positions given as a device tensor `[batch, seq]` whose values are all
-    /// below `bound`: `[batch, 1, seq, head_dim]`, gathered on the device from the kept table of
+    /// cos and signed sin for positions given as a device tensor `[batch, seq]` whose values are
+    /// all below `bound`: `[batch, seq, 1, head_dim]`, gathered on the device from the kept table of
     /// `0..bound` (packed training rows, whose positions restart at every sequence), so that only
     /// the positions travel to the device. The values equal [`Rotary::tables`]'.
     pub fn gather(
@@ -139,7 +147,7 @@ impl Rotary {
             table
                 .reshape([bound, hd])
                 .select(0, at.clone())
-                .reshape([b, 1, t, hd])
+                .reshape([b, t, 1, hd])
         };
         (pick(cos), pick(sin))
     }
@@ -155,13 +163,13 @@ impl Rotary {
         for row in positions {
             for &p in row {
                 let freqs: Vec<f32> = self.inv_freq.iter().map(|f| f * p as f32).collect();
-                for _ in 0..2 {
+                for sign in [-1.0f32, 1.0] {
                     cos.extend(freqs.iter().map(|x| x.cos()));
-                    sin.extend(freqs.iter().map(|x| x.sin()));
+                    sin.extend(freqs.iter().map(|x| sign * x.sin()));
                 }
             }
         }
-        let shape = [b, 1, t, hd];
+        let shape = [b, t, 1, hd];
         (
             Tensor::from_data(TensorData::new(cos, shape), device),
             Tensor::from_data(TensorData::new(sin, shape), device),
@@ -169,15 +177,18 @@ impl Rotary {
     }
 }
 
-/// `x * cos + rotate_half(x) * sin` for `x: [batch, heads, seq, head_dim]`.
+/// `x * cos + rotate_half(x) * sin` for `x: [batch, seq, heads, head_dim]` (contiguous, as a
+/// projection's output reshaped) and tables from [`Rotary`] (`sin` signed, `[batch or 1, seq,
+/// 1, head_dim]`), as `x * cos + swap_halves(x) * sin`.
 pub fn apply_rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    let hd = x.dims()[3];
-    let half = hd / 2;
-    let x1 = x.clone().narrow(3, 0, half);
-    let x2 = x.clone().narrow(3, half, half);
-    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+    let [b, t, h, hd] = x.dims();
+    let swapped = x
+        .clone()
+        .reshape([b, t, h, 2, hd / 2])
+        .flip([3])
+        .reshape([b, t, h, hd]);
     let dtype = x.dtype();
-    x * cos.clone().cast(dtype) + rotated * sin.clone().cast(dtype)
+    x * cos.clone().cast(dtype) + swapped * sin.clone().cast(dtype)
 }
 
 #[cfg(test)]
@@ -204,9 +215,9 @@ mod tests {
         let dev = Device::flex();
         let rows: Vec<Vec<usize>> = (0..3).map(|_| (0..5).collect()).collect();
         let (cos, sin) = r.tables(&rows, &dev);
-        assert_eq!(cos.dims(), [1, 1, 5, 8]);
+        assert_eq!(cos.dims(), [1, 5, 1, 8]);
         let (pc, ps) = r.compute(&rows, &dev);
-        assert_eq!(pc.dims(), [3, 1, 5, 8]);
+        assert_eq!(pc.dims(), [3, 5, 1, 8]);
         let (pc, ps) = (values(pc), values(ps));
         assert_eq!(values(cos.clone()), pc[..40].to_vec());
         assert_eq!(values(sin), ps[80..].to_vec());
@@ -217,18 +228,62 @@ mod tests {
         assert_eq!(r.cache.lock().unwrap().len(), 1);
         // Rows at other positions keep one table row each, and nothing is cached for them.
         let mixed = vec![vec![0, 1], vec![3, 4]];
-        assert_eq!(r.tables(&mixed, &dev).0.dims(), [2, 1, 2, 8]);
+        assert_eq!(r.tables(&mixed, &dev).0.dims(), [2, 2, 1, 8]);
         let shifted = vec![vec![3, 4], vec![3, 4]];
-        assert_eq!(r.tables(&shifted, &dev).0.dims(), [1, 1, 2, 8]);
+        assert_eq!(r.tables(&shifted, &dev).0.dims(), [1, 2, 1, 8]);
         assert_eq!(r.cache.lock().unwrap().len(), 1);
         // Gathered on the device: the same values as the host tables of those positions.
         let rows = vec![vec![0, 1, 2, 0, 1], vec![0, 1, 0, 1, 2]];
         let flat: Vec<i64> = rows.iter().flatten().map(|&p| p as i64).collect();
         let at = Tensor::<2, Int>::from_data(TensorData::new(flat, [2, 5]), &dev);
         let (gc, gs) = r.gather(at, 8, &dev);
-        assert_eq!(gc.dims(), [2, 1, 5, 8]);
+        assert_eq!(gc.dims(), [2, 5, 1, 8]);
         let (hc, hs) = r.compute(&rows, &dev);
         assert_eq!(values(gc), values(hc));
         assert_eq!(values(gs), values(hs));
+    }
+
+    #[test]
+    fn the_flip_is_rotate_half_bit_for_bit() {
+        let cfg = LlamaConfig::from_hf_json(
+            &serde_json::json!({
+                "model_type": "llama", "hidden_size": 16, "intermediate_size": 32,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1, "num_hidden_layers": 1, "vocab_size": 10,
+                "rms_norm_eps": 1e-5, "max_position_embeddings": 64, "rope_theta": 10000.0,
+            }),
+            "test",
+        )
+        .unwrap();
+        let r = Rotary::new(&cfg);
+        let dev = Device::flex();
+        let (b, t, h, d) = (2, 5, 2, 8);
+        let x: Vec<f32> = (0..b * t * h * d)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let xt = Tensor::<4>::from_data(TensorData::new(x.clone(), [b, t, h, d]), &dev);
+        let rows: Vec<Vec<usize>> = vec![(3..8).collect(), (0..5).collect()];
+        let (cos, sin) = r.tables(&rows, &dev);
+        let got = values(apply_rotary(xt, &cos, &sin));
+        // transformers: q * cos + rotate_half(q) * sin, rotate_half(q) = cat(-q2, q1).
+        let inv = r.inv_freq();
+        let mut want = vec![0f32; x.len()];
+        for (bi, row) in rows.iter().enumerate() {
+            for (ti, &pos) in row.iter().enumerate() {
+                for hi in 0..h {
+                    let base = ((bi * t + ti) * h + hi) * d;
+                    for j in 0..d {
+                        let f = inv[j % (d / 2)] * pos as f32;
+                        let rot = if j < d / 2 {
+                            -x[base + j + d / 2]
+                        } else {
+                            x[base + j - d / 2]
+                        };
+                        want[base + j] = x[base + j] * f.cos() + rot * f.sin();
+                    }
+                }
+            }
+        }
+        assert_eq!(got, want);
     }
 }
