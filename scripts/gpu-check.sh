@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: one command that a machine with an NVIDIA GPU and no network runs from a
 # checkout plus the CUDA bundle (scripts/build-cuda.sh), in a few minutes:
-#   1. engram selftest --backend cuda        (logits vs transformers, batching, a LoRA step vs CPU)
+#   1. engram selftest --backend cuda        (logits vs transformers, batching, a LoRA step and
+#                                             AdamW steps vs CPU)
 #   2. the tiny memorization run on cuda      (engram train --eval, against the same run on CPU)
 #   3. engram bench train on Llama-3.1-8B's architecture, random bf16 weights, ranks 8, 256 and
 #      2048, batch 8 of EnronQA-length examples (64 tokens, 16 labels): tokens/s, MFU, memory

@@ -1,6 +1,6 @@
 //! `engram selftest` and the random-weight benchmarks as a user runs them: the CPU and (with the
 //! `wgpu` feature, on llvmpipe without a GPU) the wgpu backend pass against transformers'
-//! references and the CPU's LoRA step; bad fixtures and unknown backends are named.
+//! references, the CPU's LoRA step and its AdamW steps; bad fixtures and unknown backends are named.
 
 use std::path::Path;
 use std::process::Command;
@@ -27,7 +27,7 @@ fn selftest(backend: &str) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "selftest on {backend} failed");
-    assert!(stdout.contains("4 of 4 checks passed"), "{stdout}");
+    assert!(stdout.contains("5 of 5 checks passed"), "{stdout}");
     serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap()
 }
 
@@ -78,6 +78,7 @@ fn selftest_passes_on_the_cpu_and_names_bad_input() {
     assert_eq!(r["passed"], true);
     assert!(value(&r, "logits tiny-f32") <= 1e-4);
     assert_eq!(value(&r, "LoRA step vs CPU"), 0.0);
+    assert_eq!(value(&r, "AdamW steps vs CPU"), 0.0);
 
     let said = failing(&["selftest", "--fixtures", "/nonexistent/fixtures"]);
     assert!(said.contains("/nonexistent/fixtures/tiny-f32"), "{said}");
@@ -97,6 +98,9 @@ fn selftest_passes_on_wgpu() {
     let step = value(&r, "LoRA step vs CPU");
     eprintln!("wgpu LoRA step: max |Δgrad| / max |grad| = {step:.2e}");
     assert!(step <= 1e-4);
+    let update = value(&r, "AdamW steps vs CPU");
+    eprintln!("wgpu AdamW steps: max |Δfactor| = {update:.2e} of lr × steps");
+    assert!(update <= 1e-5);
 }
 
 #[test]

@@ -1,18 +1,24 @@
 //! One LoRA training step's numbers without the update — the loss of one batch and every
 //! adapter factor's gradient — on adapters whose factors are drawn on the host (so that two
 //! devices start from the same numbers, and with `B ≠ 0`, so that `A` has a gradient too).
-//! `engram selftest` and the wgpu training test compare a GPU backend with the CPU this way.
+//! `engram selftest` and the wgpu training test compare a GPU backend with the CPU this way;
+//! [`update_probe`] does the same for a few optimizer steps on host-drawn gradients.
 
 use std::collections::BTreeMap;
 
+use burn::optim::GradientsParams;
+use burn::tensor::{DType, Tensor, TensorData};
 use engram_model::{Llama, LoraConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::adamw::ClippedGradients;
+use crate::config::TrainConfig;
 use crate::error::Result;
 use crate::examples::TrainExample;
 use crate::loss::{Batch, batch_loss};
 use crate::peft::{PeftAdapter, PeftFactors};
+use crate::step::optimizer;
 
 /// The loss and gradients of one batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,6 +156,82 @@ pub fn probe_distance(a: &StepProbe, b: &StepProbe) -> ProbeDistance {
     }
 }
 
+/// Every adapter factor (PEFT's orientation, named as [`StepProbe::grads`]) after `steps`
+/// steps of engram's AdamW at learning rate `lr` from `adapter` on gradients drawn on the host
+/// (uniform ±1, from an RNG seeded with `seed`, new ones each step) and clipped by a factor of
+/// 0.5 held on the device — the optimizer alone, so that two devices get the same inputs and
+/// differ only by their float rounding (weight decay 0.01, so that it counts). `model` must
+/// be on an autodiff device.
+pub fn update_probe(
+    model: Llama,
+    adapter: &PeftAdapter,
+    (steps, lr): (usize, f64),
+    seed: u64,
+) -> Result<BTreeMap<String, Vec<f32>>> {
+    let mut model = adapter.apply(model)?;
+    let cfg = TrainConfig {
+        weight_decay: 0.01,
+        ..TrainConfig::default()
+    };
+    let mut optim = optimizer(&cfg);
+    let device = model.device().inner();
+    let mut rng = StdRng::seed_from_u64(seed);
+    for _ in 0..steps {
+        let mut grads = GradientsParams::new();
+        for (_, _, ad) in model.adapters() {
+            for p in [&ad.lora_a, &ad.lora_b] {
+                let shape = p.shape().dims::<2>();
+                let g: Vec<f32> = (0..shape[0] * shape[1])
+                    .map(|_| rng.random_range(-1.0..1.0))
+                    .collect();
+                let g = Tensor::<2>::from_data(TensorData::new(g, shape), (&device, DType::F32));
+                grads.register(p.id, g);
+            }
+        }
+        let clip = Some(Tensor::<1>::from_data(
+            TensorData::new(vec![0.5f32], [1]),
+            &device,
+        ));
+        model = optim.step(lr, model, ClippedGradients { grads, clip });
+    }
+    let mut out = BTreeMap::new();
+    for (layer, target, ad) in model.adapters() {
+        let name = Llama::linear_name(layer, target);
+        for (which, p) in [("lora_A", &ad.lora_a), ("lora_B", &ad.lora_b)] {
+            let v = p.val().transpose().into_data().try_into_vec_as::<f32>();
+            out.insert(format!("{name}.{which}"), v.expect("f32 factors"));
+        }
+    }
+    Ok(out)
+}
+
+/// The largest difference between two [`update_probe`]s, in units of `scale` (`lr × steps`:
+/// how far AdamW moves an element at most); infinite where a factor is missing, of another
+/// length or not finite.
+pub fn update_distance(
+    a: &BTreeMap<String, Vec<f32>>,
+    b: &BTreeMap<String, Vec<f32>>,
+    scale: f64,
+) -> f64 {
+    let mut worst = 0f64;
+    for (name, fa) in a {
+        let fb = b.get(name).map(Vec::as_slice).unwrap_or(&[]);
+        if fa.is_empty() || fa.len() != fb.len() {
+            return f64::INFINITY;
+        }
+        for (&x, &y) in fa.iter().zip(fb) {
+            if !(x.is_finite() && y.is_finite()) {
+                return f64::INFINITY;
+            }
+            worst = worst.max((x - y).abs() as f64);
+        }
+    }
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    worst / scale
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +241,15 @@ mod tests {
             loss,
             grads: BTreeMap::from([("x.lora_A".to_string(), g.to_vec())]),
         }
+    }
+
+    #[test]
+    fn update_distances_are_in_units_of_the_scale_and_nan_is_never_close() {
+        let f = |v: &[f32]| BTreeMap::from([("x.lora_A".to_string(), v.to_vec())]);
+        assert!((update_distance(&f(&[1.0, 2.0]), &f(&[1.0, 2.5]), 0.5) - 1.0).abs() < 1e-12);
+        assert!(update_distance(&f(&[1.0]), &f(&[f32::NAN]), 1.0).is_infinite());
+        assert!(update_distance(&f(&[1.0]), &f(&[1.0, 2.0]), 1.0).is_infinite());
+        assert!(update_distance(&f(&[1.0]), &BTreeMap::new(), 1.0).is_infinite());
     }
 
     #[test]

@@ -106,21 +106,24 @@ pub fn gradients(
 /// (`None` only when no adapter has a gradient). A non-finite norm behaves as torch's does
 /// without `error_if_nonfinite`: an infinite one zeroes the gradients, a NaN one makes them
 /// NaN, and the next step's loss shows it.
-fn clip_factor(model: &Llama, grads: &GradientsParams, max: f64) -> Option<Tensor<1>> {
-    let mut total: Option<Tensor<1>> = None;
+pub fn clip_factor(model: &Llama, grads: &GradientsParams, max: f64) -> Option<Tensor<1>> {
+    let mut sums: Vec<Tensor<1>> = Vec::new();
     for (_, _, a) in model.adapters() {
         for id in [a.lora_a.id, a.lora_b.id] {
             if let Some(g) = grads.get::<2>(id) {
-                let s = g.square().sum();
-                total = Some(match total {
-                    Some(t) => t + s,
-                    None => s,
-                });
+                // Flat, so that the sum is one reduction over one axis (reducing a matrix to a
+                // scalar is one launch per axis where the device has no atomic float add).
+                let n = g.shape().num_elements();
+                sums.push(g.reshape([n]).square().sum_dim(0));
             }
         }
     }
+    if sums.is_empty() {
+        return None;
+    }
+    let total = Tensor::cat(sums, 0).sum();
     Some(
-        total?
+        total
             .sqrt()
             .add_scalar(1e-6)
             .recip()

@@ -8,7 +8,9 @@
 //! 3. batched, left-padded generation gives each prompt's one-by-one tokens;
 //! 4. one LoRA training step — the loss and every adapter gradient, with the same host-drawn
 //!    factors — agrees with the CPU backend's to 1e-4 (relative), with no NaN;
-//! 5. the memory the device's allocator holds (or the process's peak RSS on the CPU).
+//! 5. three AdamW steps from those factors on host-drawn gradients (clip factor, weight decay,
+//!    the fused update) end within 1e-5 of `lr × steps` of the CPU backend's factors;
+//! 6. the memory the device's allocator holds (or the process's peak RSS on the CPU).
 //!
 //! It exits non-zero naming every check that failed.
 
@@ -20,8 +22,10 @@ use burn::tensor::Device;
 use clap::Args;
 use engram_checkpoint::{Checkpoint, ReferenceFile};
 use engram_facts::read_facts;
-use engram_lora::build_examples;
-use engram_lora::probe::{ProbeDistance, gradient_probe, host_adapter, probe_distance};
+use engram_lora::probe::{
+    ProbeDistance, gradient_probe, host_adapter, probe_distance, update_distance, update_probe,
+};
+use engram_lora::{PeftAdapter, TrainExample, build_examples};
 use engram_model::{
     GenerationConfig, Llama, LoraConfig, Sampling, WeightDType, device_name, generate, open_device,
 };
@@ -139,21 +143,55 @@ fn batching_check(fixtures: &Path, device: &Device) -> Result<usize> {
     Ok(differ)
 }
 
+/// What a training check starts from on `device` (autodiff): the tiny checkpoint, rank-4
+/// adapters drawn on the host (the same numbers on every device, dropout off), four facts'
+/// examples and the pad id.
+fn training_inputs(
+    fixtures: &Path,
+    device: &Device,
+) -> Result<(Llama, PeftAdapter, Vec<TrainExample>, u32)> {
+    let facts = read_facts(&fixtures.join("facts/synthetic-20.jsonl"))?;
+    let (model, tok) = load(fixtures, "tiny-f32", &device.clone().autodiff())?;
+    let examples = build_examples(&tok, &facts[..4], model.config.max_position_embeddings)?;
+    let pad = tok.pad_id().context("the tiny tokenizer has a pad id")?;
+    let adapter = host_adapter(&model, &LoraConfig::new(4).with_init_seed(7), 11);
+    Ok((model, adapter, examples, pad))
+}
+
 /// One LoRA step on `device` against the CPU backend: how far apart they are, and the CPU's
 /// loss.
 fn lora_step_check(fixtures: &Path, device: &Device) -> Result<(ProbeDistance, f64)> {
-    let facts = read_facts(&fixtures.join("facts/synthetic-20.jsonl"))?;
-    let cfg = LoraConfig::new(4).with_init_seed(7);
     let run = |device: &Device| -> Result<engram_lora::probe::StepProbe> {
-        let (model, tok) = load(fixtures, "tiny-f32", &device.clone().autodiff())?;
-        let examples = build_examples(&tok, &facts[..4], model.config.max_position_embeddings)?;
-        let pad = tok.pad_id().context("the tiny tokenizer has a pad id")?;
-        let adapter = host_adapter(&model, &cfg, 11);
+        let (model, adapter, examples, pad) = training_inputs(fixtures, device)?;
         Ok(gradient_probe(model, &adapter, &examples, pad)?)
     };
     let cpu = run(&Device::flex())?;
     let here = run(device)?;
     Ok((probe_distance(&cpu, &here), cpu.loss))
+}
+
+/// Steps and learning rate of the AdamW check.
+const UPDATE_STEPS: (usize, f64) = (3, 1e-3);
+/// Tolerance of the AdamW check, in units of `lr × steps`: f32 rounding of the update.
+const UPDATE_TOL: f64 = 1e-5;
+
+/// Three AdamW steps on `device` against the CPU backend, from the same host-drawn adapter and
+/// gradients: the largest factor difference, and how far the CPU's factors moved, both in units
+/// of `lr × steps`.
+fn update_check(fixtures: &Path, device: &Device) -> Result<(f64, f64)> {
+    let run =
+        |device: &Device, steps: usize| -> Result<std::collections::BTreeMap<String, Vec<f32>>> {
+            let (model, adapter, _, _) = training_inputs(fixtures, device)?;
+            Ok(update_probe(model, &adapter, (steps, UPDATE_STEPS.1), 13)?)
+        };
+    let start = run(&Device::flex(), 0)?;
+    let cpu = run(&Device::flex(), UPDATE_STEPS.0)?;
+    let here = run(device, UPDATE_STEPS.0)?;
+    let scale = UPDATE_STEPS.1 * UPDATE_STEPS.0 as f64;
+    Ok((
+        update_distance(&cpu, &here, scale),
+        update_distance(&start, &cpu, scale),
+    ))
 }
 
 /// The device allocator's reserved bytes, or the process's peak RSS.
@@ -238,6 +276,21 @@ pub fn run(a: SelftestArgs) -> Result<()> {
             seconds: s,
         },
         (Err(e), s) => failed("LoRA step vs CPU", e, s),
+    });
+    checks.push(match timed(|| update_check(&a.fixtures, &device)) {
+        (Ok((d, moved)), s) => Check {
+            name: "AdamW steps vs CPU".into(),
+            // AdamW moves an element by about lr a step: a check of factors that did not move
+            // would compare nothing.
+            passed: d <= UPDATE_TOL && moved >= 0.5,
+            figure: format!(
+                "{} steps at lr {:e}: max |Δfactor| {d:.2e} of lr × steps (≤ {UPDATE_TOL:e}); the factors moved {moved:.2} of it",
+                UPDATE_STEPS.0, UPDATE_STEPS.1
+            ),
+            value: d,
+            seconds: s,
+        },
+        (Err(e), s) => failed("AdamW steps vs CPU", e, s),
     });
     let (mem_text, mem_bytes) = memory(&device);
     for c in &checks {

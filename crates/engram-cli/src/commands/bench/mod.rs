@@ -7,6 +7,7 @@ pub mod child;
 pub mod generate;
 pub mod long_context;
 pub mod peer;
+pub mod phases;
 pub mod random;
 pub mod train;
 

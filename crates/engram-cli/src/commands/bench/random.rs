@@ -15,8 +15,8 @@
 //! attention scores (forward and backward, 3 × 4 × layers × heads × head_dim × seq² per row).
 //! Ops and syncs per optimizer step: kernel launches (CubeCL's launch observer, so GPU backends
 //! only; fused Burn ops count once) and device-to-host reads issued by engram's training code,
-//! over the timed steps. Step losses are read as the trainer reads them: once per `log_every`
-//! steps.
+//! over the timed steps, by kernel, and for one more step by phase ([`super::phases`]). Step
+//! losses are read as the trainer reads them: once per `log_every` steps.
 
 use std::path::Path;
 use std::time::Instant;
@@ -28,6 +28,8 @@ use engram_lora::TrainConfig;
 use engram_lora::examples::TrainExample;
 use engram_lora::losses::{LossLog, NonFinite, host_reads};
 use engram_lora::step::{gradients, optimizer};
+
+use super::phases::step_phases;
 use engram_model::{
     GenerationConfig, LaunchCounter, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling,
     WeightDType, device_memory, device_name, generate, open_device,
@@ -250,6 +252,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         read_losses(&mut log, rank, spec.dtype)?;
         let _ = device.sync();
         let secs = t0.elapsed().as_secs_f64().max(1e-9);
+        let phases;
+        (model, phases) = step_phases(model, &examples, 0, &train_cfg, &mut optim);
         let per_step = |n: u64| n as f64 / spec.steps as f64;
         let by_kernel: Vec<(String, f64)> = launches
             .as_ref()
@@ -289,12 +293,30 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
                 .collect();
             println!("       launches/step by kernel: {}", top.join(", "));
         }
+        for p in phases.iter().flatten() {
+            let top: Vec<String> = p
+                .by_kernel
+                .iter()
+                .take(4)
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            println!(
+                "       one more step, {:<8} {:>5} launches: {}",
+                p.name,
+                p.launches,
+                top.join(", ")
+            );
+        }
         rows.push(json!({
             "rank": rank, "adapter_params": adapter as u64, "tokens_per_s": tokens / secs,
             "step_ms": 1e3 * secs / spec.steps as f64, "tflops": tflops, "mfu": mfu,
             "peak_memory_bytes": if mem.is_finite() { json!(mem) } else { json!(null) },
             "memory_kind": mem_kind, "planned_peak_bytes": need,
             "kernel_launches_per_step": launches,
+            "kernel_launches_by_phase": phases.iter().flatten().map(|p| json!({
+                "phase": p.name, "launches": p.launches,
+                "by_kernel": p.by_kernel.iter().map(|(k, n)| json!({"kernel": k, "launches": n})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
             "kernel_launches_per_step_by_kernel": by_kernel.iter().map(|(k, n)| json!({"kernel": k, "launches": n})).collect::<Vec<_>>(),
             "host_reads_per_step": reads,
         }));
