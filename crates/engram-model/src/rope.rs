@@ -199,9 +199,9 @@ mod tests {
         t.into_data().try_into_vec_as::<f32>().unwrap()
     }
 
-    #[test]
-    fn shared_positions_give_one_broadcast_row_equal_to_the_per_row_tables() {
-        let cfg = LlamaConfig::from_hf_json(
+    /// One layer, head_dim 8.
+    fn small_config() -> LlamaConfig {
+        LlamaConfig::from_hf_json(
             &serde_json::json!({
                 "model_type": "llama", "hidden_size": 16, "intermediate_size": 32,
                 "num_attention_heads": 2,
@@ -210,8 +210,12 @@ mod tests {
             }),
             "test",
         )
-        .unwrap();
-        let r = Rotary::new(&cfg);
+        .unwrap()
+    }
+
+    #[test]
+    fn shared_positions_give_one_broadcast_row_equal_to_the_per_row_tables() {
+        let r = Rotary::new(&small_config());
         let dev = Device::flex();
         let rows: Vec<Vec<usize>> = (0..3).map(|_| (0..5).collect()).collect();
         let (cos, sin) = r.tables(&rows, &dev);
@@ -245,17 +249,7 @@ mod tests {
 
     #[test]
     fn the_flip_is_rotate_half_bit_for_bit() {
-        let cfg = LlamaConfig::from_hf_json(
-            &serde_json::json!({
-                "model_type": "llama", "hidden_size": 16, "intermediate_size": 32,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 1, "num_hidden_layers": 1, "vocab_size": 10,
-                "rms_norm_eps": 1e-5, "max_position_embeddings": 64, "rope_theta": 10000.0,
-            }),
-            "test",
-        )
-        .unwrap();
-        let r = Rotary::new(&cfg);
+        let r = Rotary::new(&small_config());
         let dev = Device::flex();
         let (b, t, h, d) = (2, 5, 2, 8);
         let x: Vec<f32> = (0..b * t * h * d)
