@@ -16,7 +16,7 @@ use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, DType, Device, Tensor};
 
 use crate::kv_cache::LayerCache;
-use crate::linear::Linear;
+use crate::linear::{Linear, shared_adapter_input};
 use crate::rope::apply_rotary;
 
 /// Llama self-attention.
@@ -53,24 +53,15 @@ impl Attention {
     ) -> Tensor<3> {
         let [b, t, _] = x.dims();
         let (h, kv, d) = (self.n_heads, self.n_kv_heads, self.head_dim);
+        // q, k and v's adapters share one prepared input (cast, dropout mask).
+        let xa = shared_adapter_input(&[&self.q_proj, &self.k_proj, &self.v_proj], &x);
+        let q = self.q_proj.forward_prepared(x.clone(), xa.clone());
+        let k = self.k_proj.forward_prepared(x.clone(), xa.clone());
+        let v = self.v_proj.forward_prepared(x, xa);
         // RoPE on q and k as the projections lay them out ([b, t, heads, d]), then heads first.
-        let q = apply_rotary(
-            self.q_proj.forward(x.clone()).reshape([b, t, h, d]),
-            cos,
-            sin,
-        )
-        .swap_dims(1, 2);
-        let k = apply_rotary(
-            self.k_proj.forward(x.clone()).reshape([b, t, kv, d]),
-            cos,
-            sin,
-        )
-        .swap_dims(1, 2);
-        let v = self
-            .v_proj
-            .forward(x)
-            .reshape([b, t, kv, d])
-            .swap_dims(1, 2);
+        let q = apply_rotary(q.reshape([b, t, h, d]), cos, sin).swap_dims(1, 2);
+        let k = apply_rotary(k.reshape([b, t, kv, d]), cos, sin).swap_dims(1, 2);
+        let v = v.reshape([b, t, kv, d]).swap_dims(1, 2);
         let (k, v) = match cache {
             Some(c) => c.append(k, v),
             None => (k, v),

@@ -50,6 +50,17 @@ impl Linear {
 
     /// Applies the projection to `x: [.., in]`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        self.forward_prepared(x, None)
+    }
+
+    /// [`Linear::forward`], the adapter reading `prepared` — `x` as
+    /// [`LoraAdapter::prepare`] made it, shared by the adapters that read the same input (see
+    /// [`shared_adapter_input`]) — where given.
+    pub fn forward_prepared<const D: usize>(
+        &self,
+        x: Tensor<D>,
+        prepared: Option<Tensor<D>>,
+    ) -> Tensor<D> {
         let bias = self.bias.as_ref().map(|b| b.val());
         let fast = self
             .quantized
@@ -62,9 +73,77 @@ impl Linear {
             },
             None => burn::tensor::module::linear(x.clone(), self.weight.val(), bias),
         };
-        match &self.lora {
-            Some(adapter) => y + adapter.delta(x),
-            None => y,
+        match (&self.lora, prepared) {
+            (Some(adapter), Some(xp)) => {
+                let dtype = y.dtype();
+                y + adapter.delta_prepared(xp, dtype)
+            }
+            (Some(adapter), None) => y + adapter.delta(x),
+            (None, _) => y,
         }
+    }
+}
+
+/// One prepared adapter input ([`LoraAdapter::prepare`]: cast, dropout) for all the
+/// `linears` that read `x` (q/k/v; gate/up), when each has an adapter and all prepare alike;
+/// `None` otherwise (each adapter then prepares its own). Sharing casts `x` once and draws one
+/// dropout mask for them all, and autodiff keeps one masked copy of `x` for the backward pass
+/// instead of one per adapter. PEFT draws an independent mask per adapter: each adapter sees
+/// the same dropout distribution here, but q, k and v (and gate and up) see the same draw
+/// (README, "Numerics").
+pub fn shared_adapter_input<const D: usize>(
+    linears: &[&Linear],
+    x: &Tensor<D>,
+) -> Option<Tensor<D>> {
+    let first = linears.first()?.lora.as_ref()?;
+    let alike = linears
+        .iter()
+        .all(|l| l.lora.as_ref().is_some_and(|a| a.prepares_like(first)));
+    (alike && linears.len() > 1).then(|| first.prepare(x.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::{DType, Device, Distribution};
+
+    /// A 16 → 8 projection with a rank-2 adapter (dropout 0.5) whose factors are the same for
+    /// every `Linear` made here.
+    fn adapted(device: &Device, compute: DType) -> Linear {
+        device.seed(1);
+        let w = Tensor::<2>::random([16, 8], Distribution::Normal(0.0, 1.0), device);
+        let a = Tensor::<2>::random([16, 2], Distribution::Normal(0.0, 1.0), device);
+        let b = Tensor::<2>::random([2, 8], Distribution::Normal(0.0, 1.0), device);
+        let mut lin = Linear::from_in_out(w, None);
+        let mut ad = LoraAdapter::from_factors("m.q_proj", a, b, 2.0, 0.5);
+        ad.compute = compute;
+        lin.lora = Some(ad);
+        lin
+    }
+
+    #[test]
+    fn adapters_that_prepare_alike_share_one_dropout_draw() {
+        let device = Device::flex().autodiff();
+        let host = |t: Tensor<2>| t.into_data().try_into_vec_as::<f32>().unwrap();
+        let (p, q) = (adapted(&device, DType::F32), adapted(&device, DType::F32));
+        let x = Tensor::<2>::ones([32, 16], &device);
+        device.seed(5);
+        let shared = shared_adapter_input(&[&p, &q], &x).expect("alike adapters share");
+        // Inverted dropout at 0.5: every element 0 or 2, about half kept.
+        let v = host(shared.clone());
+        assert!(v.iter().all(|&e| e == 0.0 || e == 2.0));
+        let kept = v.iter().filter(|&&e| e == 2.0).count() as f64 / v.len() as f64;
+        assert!((kept - 0.5).abs() < 0.1, "kept {kept}");
+        // One draw for both: identical layers give identical outputs from the shared input,
+        // and different ones when each draws its own mask.
+        let yp = host(p.forward_prepared(x.clone(), Some(shared.clone())));
+        let yq = host(q.forward_prepared(x.clone(), Some(shared)));
+        assert_eq!(yp, yq);
+        assert_ne!(host(p.forward(x.clone())), host(q.forward(x.clone())));
+        // Nothing to share: a lone layer, one without an adapter, one computing in bf16.
+        assert!(shared_adapter_input(&[&p], &x).is_none());
+        let bare = Linear::from_in_out(Tensor::zeros([16, 8], &device), None);
+        assert!(shared_adapter_input(&[&p, &bare], &x).is_none());
+        assert!(shared_adapter_input(&[&p, &adapted(&device, DType::BF16)], &x).is_none());
     }
 }

@@ -4,7 +4,7 @@ use burn::module::Module;
 use burn::tensor::Tensor;
 use burn::tensor::activation::silu;
 
-use crate::linear::Linear;
+use crate::linear::{Linear, shared_adapter_input};
 
 /// Llama MLP.
 #[derive(Module, Debug)]
@@ -20,7 +20,10 @@ pub struct Mlp {
 impl Mlp {
     /// Applies the block to `x: [batch, seq, hidden]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let g = silu(self.gate_proj.forward(x.clone()));
-        self.down_proj.forward(g * self.up_proj.forward(x))
+        // gate's and up's adapters share one prepared input (cast, dropout mask).
+        let xa = shared_adapter_input(&[&self.gate_proj, &self.up_proj], &x);
+        let g = silu(self.gate_proj.forward_prepared(x.clone(), xa.clone()));
+        self.down_proj
+            .forward(g * self.up_proj.forward_prepared(x, xa))
     }
 }

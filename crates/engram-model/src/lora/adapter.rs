@@ -89,13 +89,36 @@ impl LoraAdapter {
     /// `s · B(A(dropout(x)))`, in `x`'s dtype, computed in [`LoraAdapter::compute`].
     pub fn delta<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let dtype = x.dtype();
-        let compute = self.compute;
-        let x = if dtype == compute { x } else { x.cast(compute) };
-        let x = if host_dropout_applies(&self.dropout, &x) {
+        self.delta_prepared(self.prepare(x), dtype)
+    }
+
+    /// The input as this adapter's matmuls read it: cast to [`LoraAdapter::compute`], dropout
+    /// applied (while training on an autodiff device).
+    pub fn prepare<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let x = if x.dtype() == self.compute {
+            x
+        } else {
+            x.cast(self.compute)
+        };
+        if host_dropout_applies(&self.dropout, &x) {
             host_dropout(x, self.dropout.prob)
         } else {
             self.dropout.forward(x)
-        };
+        }
+    }
+
+    /// Whether `other` prepares its input exactly as this adapter does (compute dtype, dropout
+    /// probability and mode), so that one [`LoraAdapter::prepare`]d input can serve both.
+    pub fn prepares_like(&self, other: &LoraAdapter) -> bool {
+        self.compute == other.compute
+            && self.dropout.prob == other.dropout.prob
+            && self.dropout.training.is_enabled() == other.dropout.training.is_enabled()
+    }
+
+    /// `s · B(A(xp))` for an input `xp` from [`LoraAdapter::prepare`] (this adapter's, or one
+    /// that [prepares like](LoraAdapter::prepares_like) it), returned in `dtype`.
+    pub fn delta_prepared<const D: usize>(&self, xp: Tensor<D>, dtype: DType) -> Tensor<D> {
+        let compute = self.compute;
         let factor = |p: &Param<Tensor<2>>| {
             let t = p.val();
             if compute == DType::F32 {
@@ -104,7 +127,7 @@ impl LoraAdapter {
                 t.cast(compute)
             }
         };
-        let h = burn::tensor::module::linear(x, factor(&self.lora_a), None);
+        let h = burn::tensor::module::linear(xp, factor(&self.lora_a), None);
         let y =
             burn::tensor::module::linear(h, factor(&self.lora_b), None).mul_scalar(self.scaling);
         if dtype == compute { y } else { y.cast(dtype) }
