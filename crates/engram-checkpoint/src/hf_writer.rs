@@ -105,37 +105,6 @@ pub fn write_safetensors_lazily_with(
     readable(path)
 }
 
-/// The `__metadata__` of the safetensors file at `path`, read from its header alone (the
-/// tensors are not read).
-pub fn read_safetensors_metadata(path: &Path) -> Result<HashMap<String, String>> {
-    use std::io::Read;
-    let bad = |message: String| CheckpointError::Safetensors {
-        path: path.to_path_buf(),
-        message,
-    };
-    let mut f = std::fs::File::open(path).map_err(|e| CheckpointError::io(path, e))?;
-    let mut len = [0u8; 8];
-    f.read_exact(&mut len)
-        .map_err(|e| bad(format!("no header: {e}")))?;
-    let len = u64::from_le_bytes(len);
-    if len > 100_000_000 {
-        return Err(bad(format!("header of {len} bytes")));
-    }
-    let mut header = vec![0u8; len as usize];
-    f.read_exact(&mut header)
-        .map_err(|e| bad(format!("truncated header: {e}")))?;
-    let header: Value = serde_json::from_slice(&header).map_err(|e| bad(format!("header: {e}")))?;
-    Ok(header
-        .get("__metadata__")
-        .and_then(|m| m.as_object())
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                .collect()
-        })
-        .unwrap_or_default())
-}
-
 /// Gives a file written through a temporary file (created owner-only, 0600) the permissions a
 /// plain `File::create` gives under the usual umask (0644), so that the tools and users the
 /// checkpoint is for (a vLLM container under another uid) can read it.

@@ -30,6 +30,7 @@ pub struct SafetensorsCheckpoint {
     origin: PathBuf,
     files: Vec<(PathBuf, Mmap)>,
     entries: BTreeMap<String, Entry>,
+    metadata: BTreeMap<String, String>,
 }
 
 impl SafetensorsCheckpoint {
@@ -106,15 +107,19 @@ impl SafetensorsCheckpoint {
     pub fn open_files(origin: PathBuf, paths: Vec<PathBuf>) -> Result<Self> {
         let mut files = Vec::new();
         let mut entries = BTreeMap::new();
+        let mut metadata = BTreeMap::new();
         for (i, path) in paths.into_iter().enumerate() {
             let file = File::open(&path).map_err(|e| CheckpointError::io(&path, e))?;
             // SAFETY: the map is read-only; a checkpoint rewritten while it is open is the
             // user's race, as with every mmap-based loader (transformers included).
             let mmap = unsafe { Mmap::map(&file) }.map_err(|e| CheckpointError::io(&path, e))?;
-            let st = SafeTensors::deserialize(&mmap).map_err(|e| CheckpointError::Safetensors {
+            let bad = |e: safetensors::SafeTensorError| CheckpointError::Safetensors {
                 path: path.clone(),
                 message: e.to_string(),
-            })?;
+            };
+            let st = SafeTensors::deserialize(&mmap).map_err(bad)?;
+            let (_, header) = SafeTensors::read_metadata(&mmap).map_err(bad)?;
+            metadata.extend(header.metadata().clone().unwrap_or_default());
             let base = mmap.as_ptr() as usize;
             for (name, view) in st.tensors() {
                 let start = view.data().as_ptr() as usize - base;
@@ -137,7 +142,13 @@ impl SafetensorsCheckpoint {
             origin,
             files,
             entries,
+            metadata,
         })
+    }
+
+    /// The `__metadata__` of the header (of all files, merged).
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
     }
 
     fn entry(&self, name: &str) -> Result<&Entry> {

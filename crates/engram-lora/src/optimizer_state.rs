@@ -11,17 +11,15 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use burn::module::{Param, ParamId};
+use burn::module::ParamId;
 use burn::tensor::{DType, Tensor, TensorData};
-use engram_checkpoint::hf_writer::{
-    LazyTensor, read_safetensors_metadata, write_safetensors_lazily_with,
-};
-use engram_checkpoint::{FloatFormat, SafetensorsCheckpoint, TensorSource, encode_f32};
+use engram_checkpoint::hf_writer::write_safetensors_lazily_with;
+use engram_checkpoint::{SafetensorsCheckpoint, TensorSource};
 use engram_model::Llama;
 
 use crate::adamw::{AdamW, AdamWSettings, Moments};
 use crate::error::{LoraError, Result};
-use crate::peft::host_f32;
+use crate::peft::streamed;
 
 /// The optimizer state file of a checkpoint.
 pub const OPTIMIZER_STATE: &str = "optimizer.safetensors";
@@ -30,35 +28,15 @@ pub const LEGACY_OPTIMIZER_STATE: &str = "optimizer.bpk";
 
 const MOMENTS: [&str; 2] = ["exp_avg", "exp_avg_sq"];
 
-/// `(name, factor)` for every adapter factor of `model`, by layer then HF module order.
-fn factors(model: &Llama) -> Vec<(String, &Param<Tensor<2>>)> {
-    let mut out = Vec::new();
-    for (layer, target, ad) in model.adapters() {
-        let name = Llama::linear_name(layer, target);
-        out.push((format!("{name}.lora_A"), &ad.lora_a));
-        out.push((format!("{name}.lora_B"), &ad.lora_b));
-    }
-    out
-}
-
 /// Writes `optim`'s state for the factors of `model` to `path` (atomically).
 pub fn save(optim: &AdamW, model: &Llama, path: &Path) -> Result<()> {
     let mut tensors = Vec::new();
-    for (name, p) in factors(model) {
+    for (name, p) in model.adapter_factors() {
         let Some(m) = optim.moments(p.id) else {
             continue;
         };
         for (which, t) in MOMENTS.iter().zip([&m.exp_avg, &m.exp_avg_sq]) {
-            let t = t.clone();
-            let bytes = Box::new(move || encode_f32(&host_f32(t.clone()), FloatFormat::F32));
-            tensors.push((
-                format!("{name}.{which}"),
-                LazyTensor {
-                    shape: p.shape().dims::<2>().to_vec(),
-                    format: FloatFormat::F32,
-                    bytes,
-                },
-            ));
+            tensors.push((format!("{name}.{which}"), streamed(t.clone())));
         }
     }
     let s = optim.settings();
@@ -89,17 +67,23 @@ pub fn load(dir: &Path, model: &Llama, settings: AdamWSettings) -> Result<AdamW>
         path: path.clone(),
         problem,
     };
-    let metadata = read_safetensors_metadata(&path).map_err(|e| bad(e.to_string()))?;
-    let steps: u64 = metadata
+    let st = SafetensorsCheckpoint::open_files(path.clone(), vec![path.clone()])
+        .map_err(|e| bad(e.to_string()))?;
+    let steps: u64 = st
+        .metadata()
         .get("step")
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| bad("no `step` in the header's metadata".into()))?;
-    let st = SafetensorsCheckpoint::open_files(path.clone(), vec![path.clone()])
-        .map_err(|e| bad(e.to_string()))?;
     let device = model.device().inner();
     let mut moments = HashMap::new();
     let mut expected = std::collections::BTreeSet::new();
-    for (name, p) in factors(model) {
+    // A state of step 0 holds no moments (no factor has had a gradient yet).
+    let factors = if steps == 0 {
+        Vec::new()
+    } else {
+        model.adapter_factors()
+    };
+    for (name, p) in factors {
         let shape = p.shape().dims::<2>();
         let mut read = |which: &str| -> Result<Tensor<2>> {
             let key = format!("{name}.{which}");
@@ -116,9 +100,6 @@ pub fn load(dir: &Path, model: &Llama, settings: AdamWSettings) -> Result<AdamW>
                 (&device, DType::F32),
             ))
         };
-        if steps == 0 {
-            continue;
-        }
         let exp_avg = read(MOMENTS[0])?;
         let exp_avg_sq = read(MOMENTS[1])?;
         moments.insert(
@@ -167,7 +148,7 @@ fn load_legacy(path: &Path, model: &Llama, settings: AdamWSettings) -> Result<Ad
         stored.insert(name, t);
     }
     let mut moments: HashMap<ParamId, Moments> = HashMap::new();
-    for (name, p) in factors(model) {
+    for (name, p) in model.adapter_factors() {
         let id = p.id.val();
         let mut take = |leaf: &str| -> Result<Option<Tensor<2>>> {
             let Some(t) = stored.remove(&format!("{id}.momentum.{leaf}")) else {

@@ -70,7 +70,7 @@ fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-pub(crate) fn host_f32(t: Tensor<2>) -> Vec<f32> {
+fn host_f32(t: Tensor<2>) -> Vec<f32> {
     t.cast(DType::F32)
         .into_data()
         .try_into_vec_as::<f32>()
@@ -225,10 +225,7 @@ pub fn save_adapter(
     for (layer, target, ad) in adapters {
         for (which, p) in [("A", &ad.lora_a), ("B", &ad.lora_b)] {
             // PEFT's orientation: Burn's [in, out] factor transposed on the device.
-            let t = p.val().transpose();
-            let shape = t.dims();
-            let bytes = Box::new(move || encode_f32(&host_f32(t.clone()), FloatFormat::F32));
-            tensors.push((key(layer, target, which), f32_tensor(shape, bytes)));
+            tensors.push((key(layer, target, which), streamed(p.val().transpose())));
         }
     }
     write_dir(dir, tensors, config, base_model.as_deref())
@@ -241,6 +238,15 @@ fn f32_tensor<'a>(shape: [usize; 2], bytes: Box<dyn Fn() -> Vec<u8> + 'a>) -> La
         format: FloatFormat::F32,
         bytes,
     }
+}
+
+/// An f32 file tensor read from the device tensor `t` only when the writer reaches it.
+pub(crate) fn streamed(t: Tensor<2>) -> LazyTensor<'static> {
+    let shape = t.dims();
+    f32_tensor(
+        shape,
+        Box::new(move || encode_f32(&host_f32(t.clone()), FloatFormat::F32)),
+    )
 }
 
 /// Writes an adapter directory: `tensors` to `adapter_model.safetensors` one at a time, then

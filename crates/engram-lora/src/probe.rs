@@ -77,24 +77,24 @@ pub fn gradient_probe(
     let loss = batch_loss(&model, &batch, batch.labels() as f64);
     let value = loss.clone().into_scalar::<f32>() as f64;
     let grads = loss.backward();
-    let mut out = BTreeMap::new();
-    for (layer, target, ad) in model.adapters() {
-        let name = Llama::linear_name(layer, target);
-        for (which, p) in [("lora_A", &ad.lora_a), ("lora_B", &ad.lora_b)] {
-            // Burn holds A as [in, r] and B as [r, out]: PEFT's orientation is the transpose.
-            let g = p
-                .val()
-                .grad(&grads)
-                .map(|g| g.transpose())
-                .map(|g| g.into_data().try_into_vec_as::<f32>().expect("f32"))
-                .unwrap_or_default();
-            out.insert(format!("{name}.{which}"), g);
-        }
-    }
-    Ok(StepProbe {
-        loss: value,
-        grads: out,
-    })
+    // Burn holds A as [in, r] and B as [r, out]: PEFT's orientation is the transpose.
+    let grads = model
+        .adapter_factors()
+        .into_iter()
+        .map(|(name, p)| {
+            let g = p.val().grad(&grads).map(peft_orientation);
+            (name, g.unwrap_or_default())
+        })
+        .collect();
+    Ok(StepProbe { loss: value, grads })
+}
+
+/// A factor or gradient in Burn's orientation as PEFT's (transposed), on the host.
+fn peft_orientation(t: Tensor<2>) -> Vec<f32> {
+    t.transpose()
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .expect("f32 factors")
 }
 
 /// How far `b` is from the reference `a`.
@@ -178,15 +178,13 @@ pub fn update_probe(
     let mut rng = StdRng::seed_from_u64(seed);
     for _ in 0..steps {
         let mut grads = GradientsParams::new();
-        for (_, _, ad) in model.adapters() {
-            for p in [&ad.lora_a, &ad.lora_b] {
-                let shape = p.shape().dims::<2>();
-                let g: Vec<f32> = (0..shape[0] * shape[1])
-                    .map(|_| rng.random_range(-1.0..1.0))
-                    .collect();
-                let g = Tensor::<2>::from_data(TensorData::new(g, shape), (&device, DType::F32));
-                grads.register(p.id, g);
-            }
+        for (_, p) in model.adapter_factors() {
+            let shape = p.shape().dims::<2>();
+            let g: Vec<f32> = (0..shape[0] * shape[1])
+                .map(|_| rng.random_range(-1.0..1.0))
+                .collect();
+            let g = Tensor::<2>::from_data(TensorData::new(g, shape), (&device, DType::F32));
+            grads.register(p.id, g);
         }
         let clip = Some(Tensor::<1>::from_data(
             TensorData::new(vec![0.5f32], [1]),
@@ -194,15 +192,11 @@ pub fn update_probe(
         ));
         model = optim.step(lr, model, ClippedGradients { grads, clip });
     }
-    let mut out = BTreeMap::new();
-    for (layer, target, ad) in model.adapters() {
-        let name = Llama::linear_name(layer, target);
-        for (which, p) in [("lora_A", &ad.lora_a), ("lora_B", &ad.lora_b)] {
-            let v = p.val().transpose().into_data().try_into_vec_as::<f32>();
-            out.insert(format!("{name}.{which}"), v.expect("f32 factors"));
-        }
-    }
-    Ok(out)
+    Ok(model
+        .adapter_factors()
+        .into_iter()
+        .map(|(name, p)| (name, peft_orientation(p.val())))
+        .collect())
 }
 
 /// The largest difference between two [`update_probe`]s, in units of `scale` (`lr × steps`:

@@ -108,14 +108,12 @@ pub fn gradients(
 /// NaN, and the next step's loss shows it.
 pub fn clip_factor(model: &Llama, grads: &GradientsParams, max: f64) -> Option<Tensor<1>> {
     let mut sums: Vec<Tensor<1>> = Vec::new();
-    for (_, _, a) in model.adapters() {
-        for id in [a.lora_a.id, a.lora_b.id] {
-            if let Some(g) = grads.get::<2>(id) {
-                // Flat, so that the sum is one reduction over one axis (reducing a matrix to a
-                // scalar is one launch per axis where the device has no atomic float add).
-                let n = g.shape().num_elements();
-                sums.push(g.reshape([n]).square().sum_dim(0));
-            }
+    for (_, p) in model.adapter_factors() {
+        if let Some(g) = grads.get::<2>(p.id) {
+            // Flat, so that the sum is one reduction over one axis (reducing a matrix to a
+            // scalar is one launch per axis where the device has no atomic float add).
+            let n = g.shape().num_elements();
+            sums.push(g.reshape([n]).square().sum_dim(0));
         }
     }
     if sums.is_empty() {

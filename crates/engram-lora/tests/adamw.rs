@@ -55,9 +55,9 @@ fn host<const D: usize>(t: Tensor<D>) -> Vec<f32> {
 /// Every adapter factor of `model` (`A` then `B`, by layer and target).
 fn factors(model: &Llama) -> Vec<Vec<f32>> {
     model
-        .adapters()
-        .iter()
-        .flat_map(|(_, _, a)| [host(a.lora_a.val()), host(a.lora_b.val())])
+        .adapter_factors()
+        .into_iter()
+        .map(|(_, p)| host(p.val()))
         .collect()
 }
 
@@ -80,11 +80,7 @@ fn grads_of(model: &Llama, examples: &[TrainExample], step: usize) -> ClippedGra
 
 /// The adapters' parameter ids (`A` then `B`, by layer and target).
 fn ids(model: &Llama) -> Vec<burn::module::ParamId> {
-    model
-        .adapters()
-        .iter()
-        .flat_map(|(_, _, a)| [a.lora_a.id, a.lora_b.id])
-        .collect()
+    model.adapter_factors().iter().map(|(_, p)| p.id).collect()
 }
 
 /// torch's clip factor computed on the host (f64) from the gradients' norm.
@@ -100,6 +96,20 @@ fn host_factor(model: &Llama, grads: &GradientsParams, max: f64) -> f64 {
         .sum::<f64>()
         .sqrt();
     (max / (norm + 1e-6)).min(1.0)
+}
+
+/// Steps `steps` of engram's `adamw` on `model`, each on its own fresh gradients.
+fn ours_for(
+    adamw: &mut AdamW,
+    mut model: Llama,
+    examples: &[TrainExample],
+    steps: std::ops::Range<usize>,
+) -> Llama {
+    for step in steps {
+        let g = grads_of(&model, examples, step);
+        model = adamw.step(LR, model, g);
+    }
+    model
 }
 
 /// The gradients Burn's optimizer gets: scaled by the clip factor computed on the host.
@@ -241,10 +251,8 @@ fn resumes_from_burns_record_as_burns_optimizer_would_continue() {
     burn.save(ckpt.path().join(LEGACY_OPTIMIZER_STATE)).unwrap();
     let mut adamw = optimizer_state::load(ckpt.path(), &theirs, optimizer_settings(&cfg)).unwrap();
     assert_eq!(adamw.steps(), 3, "the step count comes from Burn's record");
-    let mut ours = theirs.clone();
+    let ours = ours_for(&mut adamw, theirs.clone(), &examples, 3..5);
     for step in 3..5 {
-        let g = grads_of(&ours, &examples, step);
-        ours = adamw.step(LR, ours, g);
         let g = host_clipped(&theirs, grads_of(&theirs, &examples, step), 0.05);
         theirs = burn.step(LR, theirs, g);
     }
@@ -254,13 +262,8 @@ fn resumes_from_burns_record_as_burns_optimizer_would_continue() {
         "resumed from Burn's record: {apart} (of lr × steps) from Burn's own run"
     );
     // Without the moments (a fresh optimizer at step 0) the continuation differs visibly.
-    let mut fresh = optimizer(&cfg);
-    let mut other = ours.clone();
-    let g = grads_of(&other, &examples, 5);
-    other = fresh.step(LR, other, g);
-    let mut again = ours.clone();
-    let g = grads_of(&again, &examples, 5);
-    again = adamw.step(LR, again, g);
+    let other = ours_for(&mut optimizer(&cfg), ours.clone(), &examples, 5..6);
+    let again = ours_for(&mut adamw, ours, &examples, 5..6);
     assert!(gap(&other, &again, 1) > 0.1);
 }
 
@@ -271,23 +274,17 @@ fn its_state_file_reads_back_exactly_and_a_mismatch_is_named() {
     let (model, examples) = setup(&Device::flex(), dir.path());
     let cfg = settings();
     let mut adamw = optimizer(&cfg);
-    let mut model = model;
-    for step in 0..2 {
-        let g = grads_of(&model, &examples, step);
-        model = adamw.step(LR, model, g);
-    }
+    let model = ours_for(&mut adamw, model, &examples, 0..2);
     let ckpt = tempfile::tempdir().unwrap();
     let path = ckpt.path().join(OPTIMIZER_STATE);
     optimizer_state::save(&adamw, &model, &path).unwrap();
     let back = optimizer_state::load(ckpt.path(), &model, optimizer_settings(&cfg)).unwrap();
     assert_eq!(back.steps(), 2);
     assert_eq!(back.len(), adamw.len());
-    for (_, _, a) in model.adapters() {
-        for id in [a.lora_a.id, a.lora_b.id] {
-            let (x, y) = (adamw.moments(id).unwrap(), back.moments(id).unwrap());
-            assert_eq!(host(x.exp_avg.clone()), host(y.exp_avg.clone()));
-            assert_eq!(host(x.exp_avg_sq.clone()), host(y.exp_avg_sq.clone()));
-        }
+    for id in ids(&model) {
+        let (x, y) = (adamw.moments(id).unwrap(), back.moments(id).unwrap());
+        assert_eq!(host(x.exp_avg.clone()), host(y.exp_avg.clone()));
+        assert_eq!(host(x.exp_avg_sq.clone()), host(y.exp_avg_sq.clone()));
     }
     // PyTorch's names, engram's orientation, f32.
     let st = engram_checkpoint::SafetensorsCheckpoint::open_files(path.clone(), vec![path.clone()])
@@ -338,52 +335,45 @@ fn torch_adamw(p: f64, g: f64, m: f64, v: f64, t: i32, wd: f64) -> (f64, f64, f6
 fn a_step_is_torchs_adamw_formula() {
     let _g = train_lock();
     let dir = tempfile::tempdir().unwrap();
-    let (mut model, examples) = setup(&Device::flex(), dir.path());
+    let (model, examples) = setup(&Device::flex(), dir.path());
     let cfg = settings();
     let mut adamw = optimizer(&cfg);
-    for step in 0..3 {
-        let g = grads_of(&model, &examples, step);
-        model = adamw.step(LR, model, g);
-    }
+    let model = ours_for(&mut adamw, model, &examples, 0..3);
     // Step 4 by hand, element by element, from the state and the clipped gradients.
     let g = grads_of(&model, &examples, 3);
     let clip = host(g.clip.clone().unwrap())[0] as f64;
     let mut expected = Vec::new();
-    for (_, _, a) in model.adapters() {
-        for p in [&a.lora_a, &a.lora_b] {
-            let st = adamw.moments(p.id).unwrap();
-            let (m, v) = (host(st.exp_avg.clone()), host(st.exp_avg_sq.clone()));
-            let grad = host(g.grads.get::<2>(p.id).unwrap());
-            let new: Vec<_> = host(p.val())
-                .iter()
-                .enumerate()
-                .map(|(i, &x)| {
-                    let g = grad[i] as f64 * clip;
-                    torch_adamw(x as f64, g, m[i] as f64, v[i] as f64, 4, cfg.weight_decay)
-                })
-                .collect();
-            expected.push((p.id, new));
-        }
+    for (_, p) in model.adapter_factors() {
+        let st = adamw.moments(p.id).unwrap();
+        let (m, v) = (host(st.exp_avg.clone()), host(st.exp_avg_sq.clone()));
+        let grad = host(g.grads.get::<2>(p.id).unwrap());
+        let new: Vec<_> = host(p.val())
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| {
+                let g = grad[i] as f64 * clip;
+                torch_adamw(x as f64, g, m[i] as f64, v[i] as f64, 4, cfg.weight_decay)
+            })
+            .collect();
+        expected.push((p.id, new));
     }
-    model = adamw.step(LR, model, g);
+    let model = adamw.step(LR, model, g);
     let (mut worst_p, mut worst_m, mut worst_v) = (0f64, 0f64, 0f64);
-    for (_, _, a) in model.adapters() {
-        for p in [&a.lora_a, &a.lora_b] {
-            let (_, want) = expected.iter().find(|(id, _)| *id == p.id).unwrap();
-            let st = adamw.moments(p.id).unwrap();
-            let (gp, gm, gv) = (
-                host(p.val()),
-                host(st.exp_avg.clone()),
-                host(st.exp_avg_sq.clone()),
-            );
-            // Moments against their tensor's largest (a moment near 0 is a cancellation).
-            let m_scale = want.iter().fold(0f64, |s, w| s.max(w.1.abs()));
-            let v_scale = want.iter().fold(0f64, |s, w| s.max(w.2));
-            for (i, &(wp, wm, wv)) in want.iter().enumerate() {
-                worst_p = worst_p.max((gp[i] as f64 - wp).abs() / LR);
-                worst_m = worst_m.max((gm[i] as f64 - wm).abs() / m_scale);
-                worst_v = worst_v.max((gv[i] as f64 - wv).abs() / v_scale);
-            }
+    for (_, p) in model.adapter_factors() {
+        let (_, want) = expected.iter().find(|(id, _)| *id == p.id).unwrap();
+        let st = adamw.moments(p.id).unwrap();
+        let (gp, gm, gv) = (
+            host(p.val()),
+            host(st.exp_avg.clone()),
+            host(st.exp_avg_sq.clone()),
+        );
+        // Moments against their tensor's largest (a moment near 0 is a cancellation).
+        let m_scale = want.iter().fold(0f64, |s, w| s.max(w.1.abs()));
+        let v_scale = want.iter().fold(0f64, |s, w| s.max(w.2));
+        for (i, &(wp, wm, wv)) in want.iter().enumerate() {
+            worst_p = worst_p.max((gp[i] as f64 - wp).abs() / LR);
+            worst_m = worst_m.max((gm[i] as f64 - wm).abs() / m_scale);
+            worst_v = worst_v.max((gv[i] as f64 - wv).abs() / v_scale);
         }
     }
     // f32 arithmetic against f64.

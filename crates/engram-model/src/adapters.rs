@@ -3,7 +3,7 @@
 //! the base weights.
 
 use burn::module::{Module, Param};
-use burn::tensor::DType;
+use burn::tensor::{DType, Tensor};
 
 use crate::error::Result;
 use crate::linear::Linear;
@@ -96,6 +96,19 @@ impl Llama {
                     out.push((layer, t, a));
                 }
             }
+        }
+        out
+    }
+
+    /// Every attached adapter factor with its HF-style name
+    /// (`model.layers.3.self_attn.q_proj.lora_A`, `…lora_B`), `A` before `B`, by layer then HF
+    /// module order.
+    pub fn adapter_factors(&self) -> Vec<(String, &Param<Tensor<2>>)> {
+        let mut out = Vec::new();
+        for (layer, target, ad) in self.adapters() {
+            let name = Self::linear_name(layer, target);
+            out.push((format!("{name}.lora_A"), &ad.lora_a));
+            out.push((format!("{name}.lora_B"), &ad.lora_b));
         }
         out
     }

@@ -28,8 +28,6 @@ use engram_lora::TrainConfig;
 use engram_lora::examples::TrainExample;
 use engram_lora::losses::{LossLog, NonFinite, host_reads};
 use engram_lora::step::{gradients, optimizer};
-
-use super::phases::step_phases;
 use engram_model::{
     GenerationConfig, LaunchCounter, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling,
     WeightDType, device_memory, device_name, generate, open_device,
@@ -37,6 +35,8 @@ use engram_model::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
+
+use super::phases::step_phases;
 
 /// Dense tensor-core peaks in TFLOP/s (no sparsity) of known GPUs: (name fragment, bf16/f16,
 /// TF32). The first fragment the device's name contains wins.
@@ -252,8 +252,12 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         read_losses(&mut log, rank, spec.dtype)?;
         let _ = device.sync();
         let secs = t0.elapsed().as_secs_f64().max(1e-9);
-        let phases;
-        (model, phases) = step_phases(model, &examples, 0, &train_cfg, &mut optim);
+        // The phase breakdown counts kernels: it costs one more step, so only where there are
+        // kernels to count.
+        let mut phases = None;
+        if launches.is_some() {
+            (model, phases) = step_phases(model, &examples, 0, &train_cfg, &mut optim);
+        }
         let per_step = |n: u64| n as f64 / spec.steps as f64;
         let by_kernel: Vec<(String, f64)> = launches
             .as_ref()
@@ -286,25 +290,14 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             reads
         );
         if !by_kernel.is_empty() {
-            let top: Vec<String> = by_kernel
-                .iter()
-                .take(6)
-                .map(|(k, n)| format!("{k} {n:.1}"))
-                .collect();
-            println!("       launches/step by kernel: {}", top.join(", "));
+            println!("       launches/step by kernel: {}", top(&by_kernel, 6));
         }
         for p in phases.iter().flatten() {
-            let top: Vec<String> = p
-                .by_kernel
-                .iter()
-                .take(4)
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
             println!(
                 "       one more step, {:<8} {:>5} launches: {}",
                 p.name,
                 p.launches,
-                top.join(", ")
+                top(&p.by_kernel, 4)
             );
         }
         rows.push(json!({
@@ -314,10 +307,9 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             "memory_kind": mem_kind, "planned_peak_bytes": need,
             "kernel_launches_per_step": launches,
             "kernel_launches_by_phase": phases.iter().flatten().map(|p| json!({
-                "phase": p.name, "launches": p.launches,
-                "by_kernel": p.by_kernel.iter().map(|(k, n)| json!({"kernel": k, "launches": n})).collect::<Vec<_>>(),
+                "phase": p.name, "launches": p.launches, "by_kernel": kernels_json(&p.by_kernel),
             })).collect::<Vec<_>>(),
-            "kernel_launches_per_step_by_kernel": by_kernel.iter().map(|(k, n)| json!({"kernel": k, "launches": n})).collect::<Vec<_>>(),
+            "kernel_launches_per_step_by_kernel": kernels_json(&by_kernel),
             "host_reads_per_step": reads,
         }));
         drop(model);
@@ -337,6 +329,24 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         "batch": spec.batch, "seq_len": spec.seq, "label_len": spec.labels, "steps": spec.steps,
         "peak_tflops": peak, "rows": rows,
     }))
+}
+
+/// The `n` most launched kernels of `tally` (most launched first), as `Name count, …`.
+fn top<N: std::fmt::Display>(tally: &[(String, N)], n: usize) -> String {
+    let top: Vec<String> = tally
+        .iter()
+        .take(n)
+        .map(|(k, c)| format!("{k} {c:.1}"))
+        .collect();
+    top.join(", ")
+}
+
+/// `tally` as `[{"kernel", "launches"}]`.
+fn kernels_json<N: Copy + Into<Value>>(tally: &[(String, N)]) -> Vec<Value> {
+    tally
+        .iter()
+        .map(|(k, n)| json!({"kernel": k, "launches": (*n).into()}))
+        .collect()
 }
 
 /// Reads the pending step losses; a non-finite one is an error naming the step.
