@@ -119,7 +119,7 @@ pub(crate) fn read(path: &Path) -> Result<String> {
 }
 
 /// Reads and parses a preset file.
-pub(crate) fn parse_file<T: DeserializeOwned>(path: &Path) -> Result<T> {
+pub fn parse_file<T: DeserializeOwned>(path: &Path) -> Result<T> {
     parse(path, &read(path)?)
 }
 
@@ -136,6 +136,35 @@ mod tests {
         assert_eq!(
             TrainingPreset::load(&path).unwrap(),
             TrainingPreset::default()
+        );
+    }
+
+    #[test]
+    fn every_shipped_judge_preset_parses_and_its_prompt_loads() {
+        let dir = Path::new(
+            &std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"),
+        )
+        .join("../../configs/judges");
+        let mut formats = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let preset: JudgePreset = parse_file(&path).unwrap();
+                if let JudgePreset::Openai { verdict_format, .. } = &preset {
+                    let prompt = preset.prompt_path(&dir).unwrap();
+                    engram_judge::JudgePrompt::load(&prompt).unwrap();
+                    formats.push(*verdict_format);
+                }
+            }
+        }
+        // The paper's judge asks for JSON where the server allows it, the small one in text.
+        formats.sort_by_key(|f| f.to_string());
+        assert_eq!(
+            formats,
+            [
+                engram_judge::VerdictFormat::Auto,
+                engram_judge::VerdictFormat::Text
+            ]
         );
     }
 

@@ -42,6 +42,9 @@ pub struct QuestionRecord {
     /// The judge's raw output.
     #[serde(default)]
     pub judge_raw: String,
+    /// The judge's reply to its follow-up turn, asked when `judge_raw` held no verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_follow_up: Option<String>,
 }
 
 /// Seconds spent in each stage.

@@ -45,6 +45,7 @@ fn record(
                 answer: (status == CellStatus::Done).then(|| format!("a{i}")),
                 correct: (status == CellStatus::Done).then(|| right(i)),
                 judge_raw: String::new(),
+                judge_follow_up: None,
             })
             .collect()
     };

@@ -8,19 +8,23 @@
 //! breaker and a persistent [`cache`].
 
 pub mod cache;
+pub mod calibrate;
 pub mod error;
 pub mod offline;
 pub mod openai;
 pub mod parse;
 pub mod preset;
+pub mod protocol;
 pub mod template;
 pub mod verdict;
 
+pub use calibrate::{Calibration, LabelledAnswer, calibrate, read_labels};
 pub use error::{JudgeError, Result};
 pub use offline::{
     ExactMatchJudge, GoldRecallJudge, TokenF1Judge, exact_match, gold_recall, normalize, token_f1,
 };
 pub use openai::{OpenAiJudge, OpenAiJudgeConfig};
 pub use preset::JudgePreset;
+pub use protocol::VerdictFormat;
 pub use template::JudgePrompt;
 pub use verdict::{Judge, JudgeItem, Verdict};

@@ -94,6 +94,7 @@ fn score_each(
                     correct: Some(ok),
                     judge: judge.clone(),
                     raw,
+                    follow_up: None,
                     rationale: None,
                     cached: false,
                     error: None,

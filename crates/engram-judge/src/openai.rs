@@ -4,6 +4,12 @@
 //! a limit, retries with exponential backoff on 429 (honouring `Retry-After`), 5xx, timeouts and
 //! malformed responses, a circuit breaker after N consecutive failed requests, and the
 //! persistent cache.
+//!
+//! Each answer is one conversation ([`crate::protocol`]): the prompt, asking for a JSON verdict
+//! through `response_format` unless the preset's `verdict_format` is `text` (in `auto`, a server
+//! that rejects the field — HTTP 400/422 naming it — switches the rest of the run to text, once,
+//! with a note); when the answer holds no verdict, one follow-up turn asks for the verdict
+//! alone. Every turn is cached, and a verdict keeps both raw outputs.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -11,9 +17,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::cache::{JudgeCache, cache_key};
+use crate::cache::JudgeCache;
 use crate::error::{JudgeError, Result};
-use crate::parse::parse_verdict;
+use crate::parse::{parse_follow_up, parse_verdict};
+use crate::protocol::{FOLLOW_UP, Message, VerdictFormat, response_format, turn_key};
 use crate::template::JudgePrompt;
 use crate::verdict::{Judge, JudgeItem, Verdict};
 
@@ -38,11 +45,14 @@ pub struct OpenAiJudgeConfig {
     pub breaker_after: usize,
     /// Most tokens the judge may write.
     pub max_tokens: usize,
+    /// How the verdict is asked for.
+    pub format: VerdictFormat,
 }
 
 impl OpenAiJudgeConfig {
     /// Defaults for an endpoint and model: 4 in flight, 5 retries from 1 s, 60 s timeout,
-    /// breaker after 5 failed requests in a row.
+    /// breaker after 5 failed requests in a row, verdicts
+    /// asked as JSON where the server allows it.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into(),
@@ -54,6 +64,7 @@ impl OpenAiJudgeConfig {
             timeout: Duration::from_secs(60),
             breaker_after: 5,
             max_tokens: 256,
+            format: VerdictFormat::Auto,
         }
     }
 }
@@ -67,12 +78,38 @@ pub struct OpenAiJudge {
     agent: ureq::Agent,
     /// HTTP requests sent (for tests and logs).
     pub requests: AtomicUsize,
+    /// Set when the server rejected `response_format` in `auto` mode: text from then on.
+    json_rejected: AtomicBool,
+    /// What to tell the user, handed out once by [`Judge::notes`].
+    notes: Mutex<Vec<String>>,
 }
 
-/// One failed attempt: whether to retry, and how long `Retry-After` asks to wait.
+/// One failed attempt: whether to retry it, how long `Retry-After` asks to wait, and whether
+/// the server rejected the `response_format` field.
 struct Failure {
     message: String,
     retry_after: Option<Duration>,
+    retry: bool,
+    rejects_format: bool,
+}
+
+/// Why a turn got no answer.
+enum TurnError {
+    /// The server rejects `response_format`.
+    RejectsFormat(String),
+    /// The request failed after its retries (counts towards the circuit breaker).
+    Failed(String),
+    /// Nothing more may be asked in this run (the cache could not be written, or the server
+    /// rejects the format a `json` preset insists on).
+    Fatal(JudgeError),
+}
+
+/// One answer's conversation: the first turn's raw output, the follow-up's if one was asked,
+/// and whether every turn came from the cache.
+struct Conversation {
+    raw: String,
+    follow_up: Option<String>,
+    cached: bool,
 }
 
 impl OpenAiJudge {
@@ -93,6 +130,13 @@ impl OpenAiJudge {
             ),
         };
         let agent = ureq::AgentBuilder::new().timeout(cfg.timeout).build();
+        let notes = match cache.corrupt_lines {
+            0 => Vec::new(),
+            n => vec![format!(
+                "{}: {n} corrupt lines skipped (they will be asked again)",
+                cache.path.display()
+            )],
+        };
         Ok(Self {
             cfg,
             prompt,
@@ -100,6 +144,8 @@ impl OpenAiJudge {
             key,
             agent,
             requests: AtomicUsize::new(0),
+            json_rejected: AtomicBool::new(false),
+            notes: Mutex::new(notes),
         })
     }
 
@@ -111,14 +157,17 @@ impl OpenAiJudge {
     }
 
     /// One HTTP attempt; returns the message content.
-    fn attempt(&self, prompt: &str) -> std::result::Result<String, Failure> {
+    fn attempt(&self, messages: &[Message], json: bool) -> std::result::Result<String, Failure> {
         self.requests.fetch_add(1, Ordering::SeqCst);
-        let body = json!({
+        let mut body = json!({
             "model": self.cfg.model,
-            "messages": [{"role": "user", "content": prompt}],
+            "messages": messages,
             "temperature": 0,
             "max_tokens": self.cfg.max_tokens,
         });
+        if json {
+            body["response_format"] = response_format();
+        }
         let mut req = self
             .agent
             .post(&self.url())
@@ -129,6 +178,8 @@ impl OpenAiJudge {
         let fail = |message: String, retry_after| Failure {
             message,
             retry_after,
+            retry: true,
+            rejects_format: false,
         };
         match req.send_string(&body.to_string()) {
             Ok(resp) => {
@@ -147,23 +198,41 @@ impl OpenAiJudge {
                     .header("Retry-After")
                     .and_then(|s| s.trim().parse::<f64>().ok())
                     .map(Duration::from_secs_f64);
-                Err(fail(format!("HTTP {code}"), retry_after))
+                // The body is read only to see whether it names the format field: it may
+                // echo the prompt, so it is never quoted.
+                let said = resp.into_string().unwrap_or_default().to_lowercase();
+                let rejects_format = json
+                    && matches!(code, 400 | 422)
+                    && (said.contains("response_format") || said.contains("json_schema"));
+                Err(Failure {
+                    message: format!("HTTP {code}"),
+                    retry_after,
+                    retry: matches!(code, 408 | 429) || code >= 500,
+                    rejects_format,
+                })
             }
             // Transport errors name the URL and the cause, never headers.
             Err(ureq::Error::Transport(t)) => Err(fail(format!("transport: {}", t.kind()), None)),
         }
     }
 
-    /// Asks with retries; `Err` after the last retry.
-    fn ask(&self, prompt: &str, stop: &AtomicBool) -> std::result::Result<String, String> {
+    /// Asks with retries (none for a client error); `Err` after the last retry.
+    fn ask(
+        &self,
+        messages: &[Message],
+        json: bool,
+        stop: &AtomicBool,
+    ) -> std::result::Result<String, TurnError> {
         let mut wait = self.cfg.backoff;
         let mut last = String::new();
         for attempt in 0..=self.cfg.max_retries {
             if stop.load(Ordering::SeqCst) {
-                return Err("circuit breaker open".into());
+                return Err(TurnError::Failed("circuit breaker open".into()));
             }
-            match self.attempt(prompt) {
+            match self.attempt(messages, json) {
                 Ok(content) => return Ok(content),
+                Err(f) if f.rejects_format => return Err(TurnError::RejectsFormat(f.message)),
+                Err(f) if !f.retry => return Err(TurnError::Failed(f.message)),
                 Err(f) => {
                     last = f.message;
                     if attempt < self.cfg.max_retries {
@@ -173,7 +242,105 @@ impl OpenAiJudge {
                 }
             }
         }
-        Err(last)
+        Err(TurnError::Failed(last))
+    }
+
+    /// One turn, from the cache or asked (and cached); `true` when it came from the cache.
+    fn turn(
+        &self,
+        messages: &[Message],
+        json: bool,
+        stop: &AtomicBool,
+    ) -> std::result::Result<(String, bool), TurnError> {
+        let key = turn_key(&self.cfg.model, json, messages);
+        if let Some(raw) = self.cache.get(&key) {
+            return Ok((raw, true));
+        }
+        let raw = self.ask(messages, json, stop)?;
+        self.cache.put(&key, &raw).map_err(TurnError::Fatal)?;
+        Ok((raw, false))
+    }
+
+    /// The first turn: as JSON unless the preset says text or the server rejected the field,
+    /// a text answer cached by an earlier `auto` run serving as well.
+    fn first_turn(
+        &self,
+        messages: &[Message],
+        stop: &AtomicBool,
+    ) -> std::result::Result<(String, bool), TurnError> {
+        let auto = self.cfg.format == VerdictFormat::Auto;
+        let json = match self.cfg.format {
+            VerdictFormat::Text => false,
+            VerdictFormat::Json => true,
+            VerdictFormat::Auto => !self.json_rejected.load(Ordering::SeqCst),
+        };
+        if !json {
+            return self.turn(messages, false, stop);
+        }
+        if auto && let Some(raw) = self.cache.get(&turn_key(&self.cfg.model, false, messages)) {
+            return Ok((raw, true));
+        }
+        match self.turn(messages, true, stop) {
+            Err(TurnError::RejectsFormat(m)) if auto => {
+                if !self.json_rejected.swap(true, Ordering::SeqCst) {
+                    self.notes.lock().expect("lock").push(format!(
+                        "{}: the server rejects `response_format` ({m}); judging in text mode for the rest of this run",
+                        self.url()
+                    ));
+                }
+                self.turn(messages, false, stop)
+            }
+            Err(TurnError::RejectsFormat(m)) => Err(TurnError::Fatal(JudgeError::Bad(format!(
+                "{}: the server rejects `response_format` ({m}); set the judge preset's verdict_format to \"text\" or \"auto\"",
+                self.url()
+            )))),
+            other => other,
+        }
+    }
+
+    /// One answer: the first turn, and the follow-up when it holds no verdict.
+    fn converse(
+        &self,
+        item: &JudgeItem,
+        stop: &AtomicBool,
+    ) -> std::result::Result<Conversation, TurnError> {
+        let mut messages = self.prompt.messages(item);
+        let (raw, cached) = self.first_turn(&messages, stop)?;
+        if parse_verdict(&raw).is_some() {
+            return Ok(Conversation {
+                raw,
+                follow_up: None,
+                cached,
+            });
+        }
+        messages.push(Message::new("assistant", raw.clone()));
+        messages.push(Message::new("user", FOLLOW_UP));
+        let (follow_up, follow_cached) = self.turn(&messages, false, stop)?;
+        Ok(Conversation {
+            raw,
+            follow_up: Some(follow_up),
+            cached: cached && follow_cached,
+        })
+    }
+
+    fn verdict(&self, item: &JudgeItem, c: Conversation) -> Verdict {
+        let (correct, rationale) = match (parse_verdict(&c.raw), &c.follow_up) {
+            (Some((v, rationale)), _) => (Some(v), rationale),
+            (None, Some(f)) => (parse_follow_up(f), None),
+            (None, None) => (None, None),
+        };
+        Verdict {
+            id: item.id.clone(),
+            correct,
+            judge: self.name(),
+            error: correct
+                .is_none()
+                .then(|| "no verdict in the judge's answer nor in its follow-up".into()),
+            rationale,
+            raw: c.raw,
+            follow_up: c.follow_up,
+            cached: c.cached,
+        }
     }
 }
 
@@ -183,51 +350,25 @@ impl Judge for OpenAiJudge {
     }
 
     fn notes(&self) -> Vec<String> {
-        match self.cache.corrupt_lines {
-            0 => Vec::new(),
-            n => vec![format!(
-                "{}: {n} corrupt lines skipped (they will be asked again)",
-                self.cache.path.display()
-            )],
-        }
+        std::mem::take(&mut *self.notes.lock().expect("lock"))
     }
 
     fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>> {
         let name = self.name();
-        let verdict = |it: &JudgeItem, raw: String, cached: bool| {
-            let parsed = parse_verdict(&raw);
-            Verdict {
-                id: it.id.clone(),
-                correct: parsed.as_ref().map(|p| p.0),
-                judge: name.clone(),
-                error: parsed
-                    .is_none()
-                    .then(|| "the judge's output holds no verdict".into()),
-                rationale: parsed.and_then(|p| p.1),
-                raw,
-                cached,
-            }
-        };
         let mut out: Vec<Option<Verdict>> = vec![None; items.len()];
         let mut todo = Vec::new();
         for (i, it) in items.iter().enumerate() {
-            if it.answer.is_none() {
-                out[i] = Some(Verdict::na(&it.id, &name));
-                continue;
-            }
-            let prompt = self.prompt.render(it);
-            let key = cache_key(&self.cfg.model, &prompt);
-            match self.cache.get(&key) {
-                Some(raw) => out[i] = Some(verdict(it, raw, true)),
-                None => todo.push((i, prompt, key)),
+            match it.answer {
+                None => out[i] = Some(Verdict::na(&it.id, &name)),
+                Some(_) => todo.push(i),
             }
         }
         let next = AtomicUsize::new(0);
         let consecutive = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
         let last_error = Mutex::new(String::new());
-        let results: Mutex<Vec<(usize, String)>> = Mutex::new(Vec::new());
-        let cache_error: Mutex<Option<JudgeError>> = Mutex::new(None);
+        let results: Mutex<Vec<(usize, Conversation)>> = Mutex::new(Vec::new());
+        let fatal: Mutex<Option<JudgeError>> = Mutex::new(None);
         std::thread::scope(|s| {
             for _ in 0..self.cfg.concurrency.min(todo.len()) {
                 s.spawn(|| {
@@ -236,19 +377,19 @@ impl Judge for OpenAiJudge {
                             return;
                         }
                         let n = next.fetch_add(1, Ordering::SeqCst);
-                        let Some((i, prompt, key)) = todo.get(n) else {
+                        let Some(&i) = todo.get(n) else {
                             return;
                         };
-                        match self.ask(prompt, &stop) {
-                            Ok(raw) => {
+                        match self.converse(&items[i], &stop) {
+                            Ok(c) => {
                                 consecutive.store(0, Ordering::SeqCst);
-                                if let Err(e) = self.cache.put(key, &raw) {
-                                    *cache_error.lock().expect("lock") = Some(e);
-                                    stop.store(true, Ordering::SeqCst);
-                                }
-                                results.lock().expect("lock").push((*i, raw));
+                                results.lock().expect("lock").push((i, c));
                             }
-                            Err(e) => {
+                            Err(TurnError::Fatal(e)) => {
+                                *fatal.lock().expect("lock") = Some(e);
+                                stop.store(true, Ordering::SeqCst);
+                            }
+                            Err(TurnError::Failed(e) | TurnError::RejectsFormat(e)) => {
                                 *last_error.lock().expect("lock") = e;
                                 let c = consecutive.fetch_add(1, Ordering::SeqCst) + 1;
                                 if c >= self.cfg.breaker_after {
@@ -260,11 +401,11 @@ impl Judge for OpenAiJudge {
                 });
             }
         });
-        if let Some(e) = cache_error.into_inner().expect("lock") {
+        if let Some(e) = fatal.into_inner().expect("lock") {
             return Err(e);
         }
-        for (i, raw) in results.into_inner().expect("lock") {
-            out[i] = Some(verdict(&items[i], raw, false));
+        for (i, c) in results.into_inner().expect("lock") {
+            out[i] = Some(self.verdict(&items[i], c));
         }
         if stop.load(Ordering::SeqCst) || out.iter().any(Option::is_none) {
             return Err(JudgeError::Unreachable {

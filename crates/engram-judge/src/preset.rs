@@ -10,6 +10,7 @@ use crate::cache::JudgeCache;
 use crate::error::Result;
 use crate::offline::{ExactMatchJudge, GoldRecallJudge, TokenF1Judge};
 use crate::openai::{OpenAiJudge, OpenAiJudgeConfig};
+use crate::protocol::VerdictFormat;
 use crate::template::JudgePrompt;
 use crate::verdict::Judge;
 
@@ -65,6 +66,10 @@ pub enum JudgePreset {
         /// Requests in flight.
         #[serde(default = "concurrency")]
         concurrency: usize,
+        /// How the verdict is asked for: `auto` (JSON through `response_format`, text if the
+        /// server rejects it), `json` or `text`.
+        #[serde(default)]
+        verdict_format: VerdictFormat,
     },
 }
 
@@ -95,10 +100,12 @@ impl JudgePreset {
                 prompt,
                 cache,
                 concurrency,
+                verdict_format,
             } => {
                 let mut cfg = OpenAiJudgeConfig::new(base_url, model);
                 cfg.api_key_env = api_key_env.clone();
                 cfg.concurrency = *concurrency;
+                cfg.format = *verdict_format;
                 let cache_path = cache
                     .as_ref()
                     .map_or(default_cache.to_path_buf(), |c| base.join(c));

@@ -31,6 +31,9 @@ pub struct Verdict {
     pub judge: String,
     /// The judge's raw output (the score for offline judges).
     pub raw: String,
+    /// The raw reply to the follow-up turn, asked when `raw` held no verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<String>,
     /// The judge's reasoning, when it gave one.
     pub rationale: Option<String>,
     /// Served from the cache.
@@ -47,6 +50,7 @@ impl Verdict {
             correct: None,
             judge: judge.to_string(),
             raw: String::new(),
+            follow_up: None,
             rationale: None,
             cached: false,
             error: Some("no answer (NA)".into()),
@@ -60,8 +64,9 @@ pub trait Judge {
     fn name(&self) -> String;
     /// Judges `items`, one verdict each, in order.
     fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>>;
-    /// Things worth telling the user about this judge before it runs (a cache with corrupt
-    /// lines, say); none by default.
+    /// Things worth telling the user about this judge now (a cache with corrupt lines when it
+    /// opens, a server that rejected the structured format while judging); each note is handed
+    /// out once. None by default.
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }

@@ -3,8 +3,7 @@
 //! verdict; the cache serves a rerun with zero requests; the API key appears in no result.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,11 +11,12 @@ use std::time::Duration;
 
 use engram_judge::cache::JudgeCache;
 use engram_judge::{Judge, JudgeError, JudgeItem, JudgePrompt, OpenAiJudge, OpenAiJudgeConfig};
+use engram_testkit::openai::{self, Reply};
 
 const KEY: &str = "sk-test-5ecret-key";
 
-/// A minimal OpenAI-compatible server: behaviour chosen by the question in the prompt and the
-/// number of times it was asked.
+/// An OpenAI-compatible server whose behaviour is chosen by the question in the prompt and
+/// the number of times it was asked, with the count per question.
 struct Server {
     url: String,
     seen: Arc<Mutex<HashMap<String, usize>>>,
@@ -24,109 +24,45 @@ struct Server {
     hits: Arc<AtomicUsize>,
 }
 
-fn respond(stream: &mut TcpStream, status: &str, extra: &str, body: &str) {
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
-        body.len()
-    );
-}
-
-fn completion(content: &str) -> String {
-    serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}}]})
-        .to_string()
-}
-
-fn handle(mut stream: TcpStream, seen: &Mutex<HashMap<String, usize>>, auth: &Mutex<Vec<String>>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut len = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        let lower = l.to_lowercase();
-        if let Some(v) = lower.strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap();
-        }
-        if lower.starts_with("authorization:") {
-            auth.lock().unwrap().push(l.to_string());
-        }
-    }
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).unwrap();
-    let req: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(req["temperature"], 0);
-    let prompt = req["messages"][0]["content"].as_str().unwrap().to_string();
-    let tag = [
-        "normal", "flaky", "slow", "limited", "garbled", "unsure", "wrong",
-    ]
-    .into_iter()
-    .find(|t| prompt.contains(&format!("Question: {t}")))
-    .unwrap_or("normal");
-    let n = {
-        let mut s = seen.lock().unwrap();
-        let c = s.entry(tag.to_string()).or_insert(0);
-        *c += 1;
-        *c
-    };
-    match (tag, n) {
-        ("flaky", 1) => respond(&mut stream, "500 Internal Server Error", "", "{}"),
-        ("slow", 1) => {
-            std::thread::sleep(Duration::from_millis(1500));
-            respond(
-                &mut stream,
-                "200 OK",
-                "",
-                &completion("late\nVERDICT: CORRECT"),
-            );
-        }
-        ("limited", 1) => respond(
-            &mut stream,
-            "429 Too Many Requests",
-            "Retry-After: 1\r\n",
-            "{}",
-        ),
-        ("garbled", 1) => respond(&mut stream, "200 OK", "", "{not json"),
-        ("unsure", _) => respond(&mut stream, "200 OK", "", &completion("I cannot decide.")),
-        ("wrong", _) => respond(
-            &mut stream,
-            "200 OK",
-            "",
-            &completion("Different fact.\nVERDICT: INCORRECT"),
-        ),
-        _ => respond(
-            &mut stream,
-            "200 OK",
-            "",
-            &completion("Same fact.\nVERDICT: CORRECT"),
-        ),
-    }
-}
-
 fn server() -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(HashMap::new()));
-    let auth = Arc::new(Mutex::new(Vec::new()));
-    let hits = Arc::new(AtomicUsize::new(0));
-    let (s2, a2, h2) = (seen.clone(), auth.clone(), hits.clone());
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            h2.fetch_add(1, Ordering::SeqCst);
-            let (s3, a3) = (s2.clone(), a2.clone());
-            std::thread::spawn(move || handle(stream, &s3, &a3));
+    let seen: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let counts = seen.clone();
+    let srv = openai::Server::start(move |req| {
+        assert_eq!(req["temperature"], 0);
+        let prompt = req["messages"][0]["content"].as_str().unwrap().to_string();
+        let tag = [
+            "normal", "flaky", "slow", "limited", "garbled", "unsure", "wrong",
+        ]
+        .into_iter()
+        .find(|t| prompt.contains(&format!("Question: {t}")))
+        .unwrap_or("normal");
+        let n = {
+            let mut s = counts.lock().unwrap();
+            let c = s.entry(tag.to_string()).or_insert(0);
+            *c += 1;
+            *c
+        };
+        match (tag, n) {
+            ("flaky", 1) => Reply::status(500, "{}"),
+            ("slow", 1) => {
+                std::thread::sleep(Duration::from_millis(1500));
+                Reply::completion("late\nVERDICT: CORRECT")
+            }
+            ("limited", 1) => Reply {
+                headers: vec!["Retry-After: 1".into()],
+                ..Reply::status(429, "{}")
+            },
+            ("garbled", 1) => Reply::status(200, "{not json"),
+            ("unsure", _) => Reply::completion("I cannot decide."),
+            ("wrong", _) => Reply::completion("Different fact.\nVERDICT: INCORRECT"),
+            _ => Reply::completion("Same fact.\nVERDICT: CORRECT"),
         }
     });
     Server {
-        url,
+        url: srv.url,
         seen,
-        auth,
-        hits,
+        auth: srv.auth,
+        hits: srv.hits,
     }
 }
 
@@ -191,6 +127,8 @@ fn judges_through_failures_and_caches_everything() {
     assert_eq!(by["wrong"].correct, Some(false));
     assert_eq!(by["unsure"].correct, None);
     assert_eq!(by["unsure"].raw, "I cannot decide.");
+    // No verdict in the answer: one follow-up turn, which gives none either.
+    assert_eq!(by["unsure"].follow_up.as_deref(), Some("I cannot decide."));
     assert!(by["unsure"].error.is_some());
     assert_eq!(by["na"].correct, None);
     assert!(v.iter().all(|x| x.judge == "openai:judge-model"));
@@ -198,7 +136,8 @@ fn judges_through_failures_and_caches_everything() {
     for t in ["flaky", "slow", "limited", "garbled"] {
         assert_eq!(seen[t], 2, "{t} is retried once");
     }
-    assert_eq!(j.requests.load(Ordering::SeqCst), 11);
+    // 7 answers, 4 retried once, 1 follow-up.
+    assert_eq!(j.requests.load(Ordering::SeqCst), 12);
     // The key went to the server, and nowhere else.
     assert!(srv.auth.lock().unwrap().iter().all(|a| a.ends_with(KEY)));
     let cache_text = std::fs::read_to_string(&cache).unwrap();

@@ -1,10 +1,12 @@
 //! Shared helpers of engram's tests (a dev-dependency only): where the repository's fixtures
 //! are, transformers' reference files, the tiny fixture models and random ones, synthetic
-//! facts, and a lock for tests that draw from the process-global backend RNG. Tests read
+//! facts, a scripted OpenAI-compatible server for judge tests, and a lock for tests that draw
+//! from the process-global backend RNG. Tests read
 //! fixtures from the repository; only tests of peer tools reach `../shared`.
 
 pub mod facts;
 pub mod models;
+pub mod openai;
 pub mod reference;
 
 use std::path::PathBuf;

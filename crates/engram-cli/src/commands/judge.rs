@@ -1,14 +1,17 @@
 //! `engram judge`: score an answers file (from `engram answer`) with an offline judge or an LLM
-//! judge, writing one verdict per answer (with the judge's name and raw output) as JSONL.
+//! judge, writing one verdict per answer (with the judge's name and raw output) as JSONL; with
+//! `--calibrate LABELS.jsonl`, score human-labelled answers instead and report each judge's
+//! agreement with the labels (the chosen judge's and the offline judges').
 
-use std::path::PathBuf;
-
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use engram_judge::preset::{DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
-use engram_judge::{JudgeItem, JudgePreset};
+use engram_judge::{
+    Calibration, Judge, JudgeItem, JudgePreset, LabelledAnswer, Verdict, VerdictFormat, calibrate,
+    read_labels,
+};
 
 /// Which judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -27,11 +30,24 @@ pub enum JudgeKind {
 #[derive(Args, Debug)]
 pub struct JudgeArgs {
     /// Answers (JSONL from `engram answer`).
-    #[arg(long)]
-    pub answers: PathBuf,
+    #[arg(
+        long,
+        required_unless_present = "calibrate",
+        conflicts_with = "calibrate"
+    )]
+    pub answers: Option<PathBuf>,
+    /// Human-labelled answers (JSONL: id, question, gold, answer, label = correct|incorrect):
+    /// judge them and report agreement, precision/recall of "correct", Cohen's kappa and the
+    /// confusion matrix — for this judge and for the offline judges — beside the verdicts
+    /// (`OUT` with the extension `.calibration.json`).
+    #[arg(long, value_name = "LABELS")]
+    pub calibrate: Option<PathBuf>,
     /// Where to write the verdicts (JSONL).
     #[arg(long)]
     pub out: PathBuf,
+    /// A judge preset (`configs/judges/*.toml`, as sweeps use them) instead of the flags below.
+    #[arg(long, conflicts_with = "judge")]
+    pub preset: Option<PathBuf>,
     /// The judge.
     #[arg(long, value_enum, default_value = "token-f1")]
     pub judge: JudgeKind,
@@ -53,7 +69,11 @@ pub struct JudgeArgs {
     /// The judge prompt file.
     #[arg(long, default_value = "configs/judges/enronqa-judge.txt")]
     pub prompt: PathBuf,
-    /// The persistent judge cache.
+    /// How the LLM judge is asked for its verdict: auto (a JSON object through
+    /// `response_format`, text if the server rejects the field), json or text.
+    #[arg(long, default_value_t = VerdictFormat::Auto)]
+    pub verdict_format: VerdictFormat,
+    /// The persistent judge cache (also for a preset that names none).
     #[arg(long, default_value = "results/judge-cache.jsonl")]
     pub cache: PathBuf,
     /// Requests in flight.
@@ -63,30 +83,71 @@ pub struct JudgeArgs {
 
 /// Runs `engram judge`.
 pub fn run(a: JudgeArgs) -> Result<()> {
-    let text =
-        std::fs::read_to_string(&a.answers).with_context(|| a.answers.display().to_string())?;
-    let mut items = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not JSON", a.answers.display(), i + 1))?;
-        let field = |k: &str| -> Result<String> {
-            v[k].as_str()
-                .map(str::to_string)
-                .with_context(|| format!("{}:{}: missing `{k}`", a.answers.display(), i + 1))
-        };
-        items.push(JudgeItem {
-            id: field("id")?,
-            question: field("question")?,
-            gold: field("gold")?,
-            answer: v["answer"].as_str().map(str::to_string),
-            document: v["document"].as_str().map(str::to_string),
-        });
+    let labels = match &a.calibrate {
+        Some(path) => Some(read_labels(path)?),
+        None => None,
+    };
+    let items = match (&labels, &a.answers) {
+        (Some(labels), _) => labels.iter().map(LabelledAnswer::item).collect(),
+        (None, Some(answers)) => read_answers(answers)?,
+        (None, None) => unreachable!("clap requires --answers or --calibrate"),
+    };
+    let (preset, base) = match &a.preset {
+        Some(path) => (
+            engram_experiments::presets::parse_file::<JudgePreset>(path)?,
+            path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        ),
+        None => (flag_preset(&a), PathBuf::from(".")),
+    };
+    let judge = preset.build(&base, &a.cache)?;
+    let verdicts = judge_all(judge.as_ref(), &items)?;
+    let mut out = String::new();
+    for v in &verdicts {
+        out.push_str(&serde_json::to_string(v)?);
+        out.push('\n');
     }
-    let preset = match a.judge {
+    engram_io::write_file(&a.out, out.as_bytes())?;
+    let judged = verdicts.iter().filter(|v| v.correct.is_some()).count();
+    let correct = verdicts.iter().filter(|v| v.correct == Some(true)).count();
+    let followed = verdicts.iter().filter(|v| v.follow_up.is_some()).count();
+    println!(
+        "{}: {correct}/{} correct ({} without a verdict, {followed} after a follow-up) → {}",
+        judge.name(),
+        verdicts.len(),
+        verdicts.len() - judged,
+        a.out.display()
+    );
+    if let Some(labels) = labels {
+        let mut rows = vec![calibrate(&judge.name(), &labels, &verdicts)];
+        for offline in offline_presets() {
+            let j = offline.build(&base, &a.cache)?;
+            if rows.iter().all(|r| r.judge != j.name()) {
+                let v = j.judge(&items)?;
+                rows.push(calibrate(&j.name(), &labels, &v));
+            }
+        }
+        let path = a.out.with_extension("calibration.json");
+        engram_io::write_file(&path, serde_json::to_string_pretty(&rows)?.as_bytes())?;
+        print_calibration(&rows, &path);
+    }
+    Ok(())
+}
+
+/// The judge's verdicts, its notes printed as they come (also when it fails).
+fn judge_all(judge: &dyn Judge, items: &[JudgeItem]) -> Result<Vec<Verdict>> {
+    for note in judge.notes() {
+        eprintln!("{note}");
+    }
+    let verdicts = judge.judge(items);
+    for note in judge.notes() {
+        eprintln!("{note}");
+    }
+    Ok(verdicts?)
+}
+
+/// The judge the flags describe.
+fn flag_preset(a: &JudgeArgs) -> JudgePreset {
+    match a.judge {
         JudgeKind::ExactMatch => JudgePreset::ExactMatch,
         JudgeKind::TokenF1 => JudgePreset::TokenF1 {
             threshold: a.f1_threshold,
@@ -101,27 +162,77 @@ pub fn run(a: JudgeArgs) -> Result<()> {
             prompt: a.prompt.display().to_string(),
             cache: Some(a.cache.display().to_string()),
             concurrency: a.concurrency,
+            verdict_format: a.verdict_format,
         },
-    };
-    let judge = preset.build(Path::new("."), &a.cache)?;
-    for note in judge.notes() {
-        eprintln!("{note}");
     }
-    let verdicts = judge.judge(&items)?;
-    let mut out = String::new();
-    for v in &verdicts {
-        out.push_str(&serde_json::to_string(v)?);
-        out.push('\n');
-    }
-    engram_io::write_file(&a.out, out.as_bytes())?;
-    let judged = verdicts.iter().filter(|v| v.correct.is_some()).count();
-    let correct = verdicts.iter().filter(|v| v.correct == Some(true)).count();
+}
+
+/// The offline judges at their defaults, calibrated beside the chosen judge.
+fn offline_presets() -> [JudgePreset; 3] {
+    [
+        JudgePreset::ExactMatch,
+        JudgePreset::TokenF1 {
+            threshold: DEFAULT_F1_THRESHOLD,
+        },
+        JudgePreset::GoldRecall {
+            threshold: DEFAULT_RECALL_THRESHOLD,
+        },
+    ]
+}
+
+fn print_calibration(rows: &[Calibration], path: &Path) {
+    let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
     println!(
-        "{}: {correct}/{} correct ({} without a verdict) → {}",
-        judge.name(),
-        verdicts.len(),
-        verdicts.len() - judged,
-        a.out.display()
+        "{:<40} {:>9} {:>9} {:>9} {:>7} {:>7}   label correct → judged c/i/none   label incorrect → c/i/none",
+        "judge", "verdicts", "agreement", "precision", "recall", "kappa"
     );
-    Ok(())
+    for r in rows {
+        let c = &r.confusion;
+        println!(
+            "{:<40} {:>9} {:>9.3} {:>9} {:>7} {:>7}   {:>3} / {:>3} / {:>3}                   {:>3} / {:>3} / {:>3}",
+            r.judge,
+            format!("{}/{}", r.verdicts, r.answers),
+            r.agreement,
+            opt(r.precision),
+            opt(r.recall),
+            opt(r.kappa),
+            c.correct_correct,
+            c.correct_incorrect,
+            c.correct_none,
+            c.incorrect_correct,
+            c.incorrect_incorrect,
+            c.incorrect_none,
+        );
+    }
+    println!(
+        "(no verdict counts as incorrect in every figure) → {}",
+        path.display()
+    );
+}
+
+/// Reads an answers file (from `engram answer`).
+fn read_answers(path: &Path) -> Result<Vec<JudgeItem>> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let mut items = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
+        let field = |k: &str| -> Result<String> {
+            v[k].as_str()
+                .map(str::to_string)
+                .with_context(|| format!("{}:{}: missing `{k}`", path.display(), i + 1))
+        };
+        items.push(JudgeItem {
+            id: field("id")?,
+            question: field("question")?,
+            gold: field("gold")?,
+            answer: v["answer"].as_str().map(str::to_string),
+            document: v["document"].as_str().map(str::to_string),
+        });
+    }
+    Ok(items)
 }

@@ -115,6 +115,7 @@ impl Runner<'_> {
                     answer: None,
                     correct: None,
                     judge_raw: String::new(),
+                    judge_follow_up: None,
                 })
                 .collect();
             return Ok(Judged {
@@ -137,13 +138,18 @@ impl Runner<'_> {
         let judge = self.judge()?;
         let verdicts = judge
             .judge(&items)
-            .with_context(|| format!("judging {id} with {}", judge.name()))?;
+            .with_context(|| format!("judging {id} with {}", judge.name()));
+        let (name, notes) = (judge.name(), judge.notes());
+        for n in notes {
+            self.progress.note(&n);
+        }
+        let verdicts = verdicts?;
         let correct = verdicts.iter().filter(|v| v.correct == Some(true)).count();
         let judged = verdicts.iter().filter(|v| v.correct.is_some()).count();
         let counts = JudgeCounts {
             correct,
             judged,
-            judge: judge.name(),
+            judge: name,
         };
         let questions = items
             .into_iter()
@@ -155,6 +161,7 @@ impl Runner<'_> {
                 answer: it.answer,
                 correct: v.correct,
                 judge_raw: v.raw,
+                judge_follow_up: v.follow_up,
             })
             .collect();
         Ok(Judged {
