@@ -2,6 +2,7 @@
 //! one group, nested tasks as further bars under the first, notes printed above them — or, with
 //! bars off (`--no-progress`, or stderr not a terminal), notes as plain lines on stderr.
 
+use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -15,9 +16,10 @@ pub struct Bars {
 }
 
 impl Bars {
-    /// Bars on stderr (`draw = false`: notes only, as plain lines).
+    /// Bars on stderr (`draw = false`, or stderr not a terminal — a Slurm job's output file,
+    /// nohup, CI: notes only, as plain lines).
     pub fn new(draw: bool) -> Self {
-        let group = if draw {
+        let group = if draw && std::io::stderr().is_terminal() {
             MultiProgress::new()
         } else {
             MultiProgress::with_draw_target(ProgressDrawTarget::hidden())

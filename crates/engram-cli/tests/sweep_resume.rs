@@ -1,6 +1,8 @@
 //! `engram sweep` end to end on the tiny fixture model: a sweep killed (SIGKILL) in the middle
 //! of a LoRA cell and run again gives the same table as an uninterrupted sweep, resumes the
-//! interrupted cell from its checkpoint, and runs no finished cell again.
+//! interrupted cell from its checkpoint, and runs no finished cell again; two sweeps started at
+//! once on one results directory run each cell once, a live claim is left alone and a dead
+//! one taken over.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -233,4 +235,88 @@ fn a_failed_cell_is_recorded_and_the_sweep_goes_on() {
         log.contains("n4-lora-r4: failed before") && log.contains("4 cells already done"),
         "{log}"
     );
+}
+
+#[test]
+fn two_sweeps_at_once_run_each_cell_once_and_log_without_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tree(dir.path());
+    let r = dir.path().join("shared");
+    // Both without --no-progress: their stderr is a pipe, not a terminal, so they log lines.
+    let spawn = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_engram"));
+        c.arg("sweep").arg(&exp).arg("--results").arg(&r);
+        c.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let logs: Vec<String> = [a, b]
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            let log = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{log}");
+            log
+        })
+        .collect();
+    let all = logs.join("\n");
+    let cells = [
+        "n4-long-context",
+        "n4-rag",
+        "n4-lora-r4",
+        "n8-long-context",
+        "n8-rag",
+        "n8-lora-r4",
+    ];
+    for id in cells {
+        assert_eq!(
+            all.matches(&format!("{id}: started")).count(),
+            1,
+            "{id} ran once:\n{all}"
+        );
+        assert!(r.join(format!("cells/{id}.json")).exists(), "{id}");
+    }
+    // Plain progress lines: epochs and each cell's outcome.
+    assert!(all.contains("epoch") && all.contains("accuracy"), "{all}");
+    // No claim is left, and the status says so.
+    assert_eq!(std::fs::read_dir(r.join("locks")).unwrap().count(), 0);
+    let mut c = sweep(&exp, &r);
+    c.arg("--status");
+    let status = stdout_ok(c);
+    assert!(status.contains("6 done, 0 running"), "{status}");
+
+    // A live claim on a cell to do is shown and left alone; a dead one is taken over.
+    std::fs::remove_file(r.join("cells/n4-rag.json")).unwrap();
+    let lock = r.join("locks/n4-rag.lock");
+    let holder = |host: &str, pid: u32| {
+        format!(
+            r#"{{"host": "{host}", "pid": {pid}, "job": "77_3", "since_unix": 0, "token": "t{pid}"}}"#
+        )
+    };
+    std::fs::write(&lock, holder("node07", 4242)).unwrap();
+    let mut c = sweep(&exp, &r);
+    c.arg("--status");
+    let status = stdout_ok(c);
+    assert!(
+        status.contains("n4-rag") && status.contains("running on host node07, pid 4242, job 77_3"),
+        "{status}"
+    );
+    let log = run_ok(sweep(&exp, &r));
+    assert!(
+        log.contains("n4-rag: being run by host node07") && log.contains("0 cells run"),
+        "{log}"
+    );
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let here = engram_io::hostname();
+    std::fs::write(&lock, holder(&here, pid)).unwrap();
+    let log = run_ok(sweep(&exp, &r));
+    assert!(
+        log.contains("n4-rag: started") && log.contains("1 cells run"),
+        "{log}"
+    );
+    assert!(!lock.exists());
 }

@@ -12,6 +12,9 @@
 //!    `engram_baselines::answer_by` (LoRA trains first), judges them — into one atomic
 //!    [`record`] per cell;
 //! 5. [`render`] turns the records into the [`table`], the [`plot`] and the [`per_fact`] view.
+//!
+//! Many sweeps may share one results directory: each cell is run by whoever holds its
+//! [`lock`] (claim), and [`status`] reports every cell's state from records and claims alone.
 
 pub mod cells;
 pub mod dry_run;
@@ -20,12 +23,14 @@ pub mod error;
 pub mod estimate;
 pub mod experiment;
 pub mod facts;
+pub mod lock;
 pub mod per_fact;
 pub mod plan;
 pub mod plot;
 pub mod presets;
 pub mod record;
 pub mod render;
+pub mod status;
 pub mod sweep;
 pub mod table;
 

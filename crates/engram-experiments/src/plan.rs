@@ -104,6 +104,20 @@ pub fn cell_config(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Value {
     cfg
 }
 
+/// The state of cell `id` in `results` for configuration `hash` (read again by a sweep once it
+/// holds the cell's claim: another sweep may have finished it meanwhile).
+pub fn state_of(results: &ResultsDir, id: &str, hash: &str) -> CellState {
+    match results.read(id) {
+        Found::Record(r) if r.config_hash != hash => CellState::Stale,
+        Found::Record(r) if r.status == CellStatus::Failed => {
+            CellState::Failed(r.error.unwrap_or_default())
+        }
+        Found::Record(_) => CellState::Done,
+        Found::Corrupt(why) => CellState::Corrupt(why),
+        Found::Missing => CellState::Missing,
+    }
+}
+
 /// The cells of `exp` that `only` selects (all when empty), in table order, each with its
 /// configuration and its state in `results`. `samples` holds the facts of every size.
 pub fn plan(
@@ -117,15 +131,7 @@ pub fn plan(
         .map(|cell| {
             let config = cell_config(exp, &cell, &samples[&cell.facts]);
             let hash = hash_json(&config);
-            let state = match results.read(&cell.id()) {
-                Found::Record(r) if r.config_hash != hash => CellState::Stale,
-                Found::Record(r) if r.status == CellStatus::Failed => {
-                    CellState::Failed(r.error.unwrap_or_default())
-                }
-                Found::Record(_) => CellState::Done,
-                Found::Corrupt(why) => CellState::Corrupt(why),
-                Found::Missing => CellState::Missing,
-            };
+            let state = state_of(results, &cell.id(), &hash);
             PlannedCell {
                 cell,
                 config,

@@ -202,7 +202,7 @@ impl ResultsDir {
 
     /// Creates the directory tree, naming it in any error.
     pub fn create(&self) -> Result<()> {
-        for d in [self.cells_dir(), self.work_dir()] {
+        for d in [self.cells_dir(), self.work_dir(), self.locks_dir()] {
             std::fs::create_dir_all(&d).map_err(ExperimentError::io(&d))?;
         }
         Ok(())
@@ -216,6 +216,16 @@ impl ResultsDir {
     /// `work/`: per-cell working files (LoRA checkpoints and adapters).
     pub fn work_dir(&self) -> PathBuf {
         self.root.join("work")
+    }
+
+    /// `locks/`: the claims of cells being run ([`crate::lock`]).
+    pub fn locks_dir(&self) -> PathBuf {
+        self.root.join("locks")
+    }
+
+    /// The claim file of `cell_id`.
+    pub fn lock_path(&self, cell_id: &str) -> PathBuf {
+        self.locks_dir().join(format!("{cell_id}.lock"))
     }
 
     /// The record file of `cell_id`.

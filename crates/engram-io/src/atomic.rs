@@ -1,8 +1,14 @@
 //! Atomic file and directory writes: content goes to a temporary sibling that is renamed into
 //! place, so an interrupted run never leaves a half-written file under the final name.
+//!
+//! Several processes may write into one directory (sweeps sharing a results directory, on NFS
+//! or Lustre too): each temporary name is unique to its process and write, so no writer can
+//! rename another's half-written file into place; the file is synced before the rename and its
+//! directory after it, so a crash of the machine keeps either the old file or the new one.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A write that failed, with the path it failed on.
 #[derive(Debug, thiserror::Error)]
@@ -28,29 +34,58 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Writes `bytes` to `path` atomically (written and synced to `path.tmp`, then renamed).
-pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), AtomicError> {
-    let tmp = sibling(path, ".tmp");
+/// Temporary names made by this process.
+static TEMPORARIES: AtomicUsize = AtomicUsize::new(0);
+
+/// A sibling of `path` no other process or write uses: `<name>.<what>.<pid>-<n>`.
+pub fn unique_sibling(path: &Path, what: &str) -> PathBuf {
+    let n = TEMPORARIES.fetch_add(1, Ordering::SeqCst);
+    sibling(path, &format!(".{what}.{}-{n}", std::process::id()))
+}
+
+/// Syncs the directory holding `path`, so that a rename into it survives a crash. Best effort:
+/// filesystems that cannot sync a directory (some FUSE mounts) are not an error.
+fn sync_parent(path: &Path) {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && let Ok(d) = std::fs::File::open(dir)
     {
-        let mut f = std::fs::File::create(&tmp).map_err(at(&tmp))?;
-        f.write_all(bytes).map_err(at(&tmp))?;
-        f.sync_all().map_err(at(&tmp))?;
+        let _ = d.sync_all();
     }
-    std::fs::rename(&tmp, path).map_err(at(path))
+}
+
+/// Writes `bytes` to `path` atomically: written and synced to a unique temporary sibling
+/// ([`unique_sibling`]), renamed into place, the directory synced.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), AtomicError> {
+    let tmp = unique_sibling(path, "tmp");
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(at(&tmp)(e));
+    }
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(at(path)(e));
+    }
+    sync_parent(path);
+    Ok(())
 }
 
 /// Replaces directory `dst` by `src` (a fully written temporary directory).
 pub fn replace_dir(src: &Path, dst: &Path) -> Result<(), AtomicError> {
     if dst.exists() {
-        let old = sibling(dst, ".old");
-        if old.exists() {
-            std::fs::remove_dir_all(&old).map_err(at(&old))?;
-        }
+        let old = unique_sibling(dst, "old");
         std::fs::rename(dst, &old).map_err(at(dst))?;
         std::fs::rename(src, dst).map_err(at(dst))?;
+        sync_parent(dst);
         std::fs::remove_dir_all(&old).map_err(at(&old))
     } else {
-        std::fs::rename(src, dst).map_err(at(dst))
+        std::fs::rename(src, dst).map_err(at(dst))?;
+        sync_parent(dst);
+        Ok(())
     }
 }
 
@@ -65,7 +100,15 @@ mod tests {
         write_file(&f, b"one").unwrap();
         write_file(&f, b"two").unwrap();
         assert_eq!(std::fs::read(&f).unwrap(), b"two");
-        assert!(!sibling(&f, ".tmp").exists());
+        let names = |d: &Path| -> Vec<String> {
+            let mut v: Vec<_> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(tmp.path()), ["record.json"], "no temporary left");
 
         let dst = tmp.path().join("adapter");
         for text in ["old", "new"] {
@@ -75,9 +118,39 @@ mod tests {
             replace_dir(&src, &dst).unwrap();
         }
         assert_eq!(std::fs::read_to_string(dst.join("a")).unwrap(), "new");
-        assert!(!sibling(&dst, ".old").exists());
+        assert_eq!(names(tmp.path()), ["adapter", "record.json"]);
 
         let e = write_file(&tmp.path().join("no/such/dir/x"), b"x").unwrap_err();
-        assert!(e.to_string().contains("no/such/dir/x.tmp"), "{e}");
+        assert!(e.to_string().contains("no/such/dir/x.tmp."), "{e}");
+    }
+
+    #[test]
+    fn concurrent_writers_never_publish_a_half_written_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("table.md");
+        let texts: Vec<Vec<u8>> = (0..4u8).map(|i| vec![b'a' + i; 1 << 16]).collect();
+        std::thread::scope(|s| {
+            for t in &texts {
+                let f = &f;
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        write_file(f, t).unwrap();
+                    }
+                });
+            }
+            s.spawn(|| {
+                for _ in 0..200 {
+                    if let Ok(b) = std::fs::read(&f) {
+                        assert!(
+                            texts.contains(&b),
+                            "a torn or mixed file of {} bytes",
+                            b.len()
+                        );
+                    }
+                }
+            });
+        });
+        assert!(texts.contains(&std::fs::read(&f).unwrap()));
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
     }
 }

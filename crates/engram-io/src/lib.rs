@@ -4,10 +4,12 @@
 //! a half-written file under its final name (every record, adapter, checkpoint and rendered
 //! table goes through it); [`progress`] is the interface through which libraries say what they
 //! are doing — the `engram` binary turns it into progress bars and log lines, tests pass
-//! [`progress::Quiet`]. No library below the binary prints.
+//! [`progress::Quiet`]; [`host`] names the machine in files other processes read. No library below the binary prints.
 
 pub mod atomic;
+pub mod host;
 pub mod progress;
 
-pub use atomic::{AtomicError, replace_dir, sibling, write_file};
+pub use atomic::{AtomicError, replace_dir, sibling, unique_sibling, write_file};
+pub use host::hostname;
 pub use progress::{Progress, Quiet};

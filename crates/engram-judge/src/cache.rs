@@ -2,6 +2,11 @@
 //! `sha256(judge model + prompt)`, appended (and flushed) as each verdict arrives, so that an
 //! interrupted run keeps what it got and a rerun never asks the same question twice. Corrupt
 //! lines (a crash mid-write) are skipped and counted, never used.
+//!
+//! The cache is a file, or — where many processes judge into one results directory, on NFS
+//! where appends from several machines are not atomic — a directory: every `*.jsonl` in it is
+//! read, and each process appends only to a file of its own (`<host>-<pid>-<n>.jsonl`). A file
+//! `<dir>.jsonl` beside the directory (the single-file cache of earlier runs) is read too.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -32,6 +37,21 @@ pub struct JudgeCache {
     pub corrupt_lines: usize,
 }
 
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JudgeError + '_ {
+    move |source| JudgeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// This process's own file in a shared cache directory: `<host>-<pid>-<n>.jsonl`.
+fn own_file(dir: &Path) -> PathBuf {
+    static OPENED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = OPENED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let host = engram_io::hostname();
+    dir.join(format!("{host}-{}-{n}.jsonl", std::process::id()))
+}
+
 /// The cache key of a prompt for a judge model.
 pub fn cache_key(model: &str, prompt: &str) -> String {
     let mut h = Sha256::new();
@@ -42,19 +62,34 @@ pub fn cache_key(model: &str, prompt: &str) -> String {
 }
 
 impl JudgeCache {
-    /// Opens (or creates) the cache at `path`.
+    /// Opens (or creates) the single-file cache at `path`.
     pub fn open(path: &Path) -> Result<Self> {
-        let io = |source| JudgeError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
         }
+        Self::load(path, &[path.to_path_buf()])
+    }
+
+    /// Opens (or creates) the cache directory `dir`, shared by many writers (module docs).
+    pub fn open_shared(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut sources = vec![dir.with_extension("jsonl")];
+        for e in std::fs::read_dir(dir).map_err(io(dir))? {
+            let p = e.map_err(io(dir))?.path();
+            if p.extension().is_some_and(|x| x == "jsonl") {
+                sources.push(p);
+            }
+        }
+        let own = own_file(dir);
+        Self::load(&own, &sources)
+    }
+
+    /// Reads every existing file of `sources`, appends to `path`.
+    fn load(path: &Path, sources: &[PathBuf]) -> Result<Self> {
         let mut entries = HashMap::new();
         let mut corrupt_lines = 0;
-        if path.exists() {
-            let text = std::fs::read_to_string(path).map_err(io)?;
+        for src in sources.iter().filter(|p| p.is_file()) {
+            let text = std::fs::read_to_string(src).map_err(io(src))?;
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 match serde_json::from_str::<CacheEntry>(line) {
                     Ok(e) => {
@@ -68,7 +103,7 @@ impl JudgeCache {
             .create(true)
             .append(true)
             .open(path)
-            .map_err(io)?;
+            .map_err(io(path))?;
         Ok(Self {
             path: path.to_path_buf(),
             entries: Mutex::new(entries),
@@ -91,8 +126,9 @@ impl JudgeCache {
         .expect("json");
         {
             let mut f = self.file.lock().expect("cache file lock");
-            // A previous crash may have left a partial line: start on a fresh one.
-            writeln!(f, "\n{line}")
+            // A previous crash may have left a partial line: start on a fresh one. One write
+            // per entry, so appends of several processes to one local file never interleave.
+            f.write_all(format!("\n{line}\n").as_bytes())
                 .and_then(|_| f.flush())
                 .map_err(|source| JudgeError::Io {
                     path: self.path.clone(),
@@ -114,5 +150,31 @@ impl JudgeCache {
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_cache_reads_every_writer_and_writes_its_own_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("judge-cache");
+        // The single-file cache of an earlier run, beside the directory.
+        let legacy = JudgeCache::open(&dir.with_extension("jsonl")).unwrap();
+        legacy.put("old", "VERDICT: CORRECT").unwrap();
+        let (a, b) = (
+            JudgeCache::open_shared(&dir).unwrap(),
+            JudgeCache::open_shared(&dir).unwrap(),
+        );
+        assert_ne!(a.path, b.path, "each writer appends to its own file");
+        a.put("ka", "from a").unwrap();
+        b.put("kb", "from b").unwrap();
+        let c = JudgeCache::open_shared(&dir).unwrap();
+        assert_eq!(c.get("ka").as_deref(), Some("from a"));
+        assert_eq!(c.get("kb").as_deref(), Some("from b"));
+        assert_eq!(c.get("old").as_deref(), Some("VERDICT: CORRECT"));
+        assert_eq!((c.len(), c.corrupt_lines), (3, 0));
     }
 }

@@ -60,7 +60,8 @@ pub enum JudgePreset {
         api_key_env: Option<String>,
         /// The judge prompt (relative to the preset file).
         prompt: String,
-        /// The persistent judge cache (default: `judge-cache.jsonl` in the results directory).
+        /// The persistent judge cache: a `.jsonl` file, or a directory that many writers share
+        /// ([`crate::cache`]; default: `judge-cache/` in the results directory).
         #[serde(default)]
         cache: Option<String>,
         /// Requests in flight.
@@ -83,7 +84,8 @@ impl JudgePreset {
     }
 
     /// The judge this preset describes. Relative `prompt` and `cache` paths are taken from
-    /// `base`; without a `cache`, the LLM judge keeps its cache at `default_cache`.
+    /// `base`; without a `cache`, the LLM judge keeps its cache at `default_cache`. A cache path
+    /// ending in `.jsonl` is one file, any other a directory shared by many writers.
     pub fn build(&self, base: &Path, default_cache: &Path) -> Result<Box<dyn Judge>> {
         Ok(match self {
             JudgePreset::ExactMatch => Box::new(ExactMatchJudge),
@@ -109,7 +111,11 @@ impl JudgePreset {
                 let cache_path = cache
                     .as_ref()
                     .map_or(default_cache.to_path_buf(), |c| base.join(c));
-                let cache = JudgeCache::open(&cache_path)?;
+                let cache = if cache_path.extension().is_some_and(|e| e == "jsonl") {
+                    JudgeCache::open(&cache_path)?
+                } else {
+                    JudgeCache::open_shared(&cache_path)?
+                };
                 let prompt = JudgePrompt::load(&base.join(prompt))?;
                 Box::new(OpenAiJudge::new(cfg, prompt, cache)?)
             }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::Args;
 use engram_experiments::estimate::default_flops;
+use engram_experiments::lock::LockSettings;
 use engram_experiments::{Experiment, SweepOptions, default_configs_dir, run_sweep};
 
 use crate::progress::Bars;
@@ -29,7 +30,11 @@ pub struct SweepArgs {
     /// Sustained TFLOP/s assumed by --dry-run (default by backend: cpu 0.05, wgpu 20, cuda 200).
     #[arg(long)]
     pub tflops: Option<f64>,
-    /// Log lines only, no progress bars.
+    /// Show each cell's state from its record and claim (done / running on host H as job J /
+    /// failed / to do); run nothing. Works from any machine that sees the results directory.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub status: bool,
+    /// Log lines only, no progress bars (also when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
 }
@@ -45,6 +50,12 @@ pub fn run(a: SweepArgs) -> Result<()> {
         .results
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
+    let locks = LockSettings::default();
+    if a.status {
+        let cells = engram_experiments::status::status(&exp, &results, &a.only, &locks)?;
+        print!("{}", engram_experiments::status::render_status(&cells));
+        return Ok(());
+    }
     if a.dry_run {
         let flops = a
             .tflops
@@ -60,14 +71,19 @@ pub fn run(a: SweepArgs) -> Result<()> {
         &SweepOptions {
             results: results.clone(),
             only: a.only.clone(),
+            locks,
         },
         &Bars::new(!a.no_progress),
     )?;
     println!("{}", report.rendered.markdown);
     eprintln!(
-        "{} cells run, {} already done; table, plot and per-fact view in {}",
+        "{} cells run, {} already done{}; table, plot and per-fact view in {}",
         report.ran.len(),
         report.skipped.len(),
+        match report.elsewhere.len() {
+            0 => String::new(),
+            n => format!(", {n} being run by other sweeps (see --status)"),
+        },
         results.display()
     );
     if !report.failed.is_empty() {

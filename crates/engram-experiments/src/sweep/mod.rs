@@ -8,6 +8,10 @@
 //! cells whose record matches the current configuration hash, runs again cells that failed,
 //! are stale or whose record is corrupt (reported), and finishes interrupted ones.
 //!
+//! Sweeps sharing a results directory split the cells between them: a cell runs only under its
+//! claim ([`crate::lock`]); a cell claimed by a live sweep elsewhere is left to it (reported),
+//! and a cell found done once its claim is held (another sweep finished it) is not run again.
+//!
 //! - [`runner`]: the model, encoder and judge, loaded when a cell first needs them;
 //! - [`cell`]: one cell from its saved or fresh answers to its record;
 //! - [`answer`]: a cell's answers by its method (training first, for LoRA);
@@ -26,7 +30,8 @@ use engram_io::Progress;
 use crate::cells::Method;
 use crate::experiment::Experiment;
 use crate::facts::{load_pool, samples};
-use crate::plan::{CellState, PlannedCell, plan};
+use crate::lock::{self, Claim, LockSettings};
+use crate::plan::{CellState, PlannedCell, plan, state_of};
 use crate::record::{CellRecord, CellStatus, ResultsDir};
 use crate::render::{Rendered, render_dir};
 use runner::Runner;
@@ -41,6 +46,8 @@ pub struct SweepOptions {
     pub results: PathBuf,
     /// `--only` patterns (ids or `*` globs); empty: every cell.
     pub only: Vec<String>,
+    /// How cell claims beat and go stale.
+    pub locks: LockSettings,
 }
 
 /// What a sweep did, and the table it rendered at the end.
@@ -48,8 +55,11 @@ pub struct SweepOptions {
 pub struct SweepReport {
     /// Cells run in this invocation.
     pub ran: Vec<String>,
-    /// Cells skipped because a matching record exists.
+    /// Cells skipped because a matching record exists (also one another sweep finished while
+    /// this one ran).
     pub skipped: Vec<String>,
+    /// Cells left to another sweep that holds their claim (id, its holder).
+    pub elsewhere: Vec<(String, String)>,
     /// Cells that failed (id, error).
     pub failed: Vec<(String, String)>,
     /// The rendered views of the results directory.
@@ -98,11 +108,34 @@ pub fn run_sweep(
         .iter()
         .any(|p| matches!(p.cell.method, Method::Lora { .. }));
     let mut runner = Runner::new(exp, results, needs_training, progress);
-    let (mut ran, mut failed) = (Vec::new(), Vec::new());
+    let (mut ran, mut failed, mut elsewhere) = (Vec::new(), Vec::new(), Vec::new());
+    let mut skipped = skipped;
     progress.begin("sweep", Some(todo.len() as u64));
     for plan in &todo {
         let id = plan.cell.id();
         progress.status(&id);
+        let lock_path = runner.results.lock_path(&id);
+        let _claim = match lock::claim(&lock_path, &opts.locks)
+            .with_context(|| format!("cannot claim cell {id} ({})", lock_path.display()))?
+        {
+            Claim::Acquired(l) => l,
+            Claim::Held(seen) => {
+                let who = seen
+                    .holder
+                    .map_or("another sweep".to_string(), |h| h.describe());
+                progress.note(&format!("{id}: being run by {who}; left to it"));
+                elsewhere.push((id, who));
+                progress.advance(1);
+                continue;
+            }
+        };
+        if state_of(&runner.results, &id, &plan.hash) == CellState::Done {
+            progress.note(&format!("{id}: finished by another sweep meanwhile"));
+            skipped.push(id);
+            progress.advance(1);
+            continue;
+        }
+        progress.note(&format!("{id}: started"));
         let record = runner.run_guarded(plan, &samples[&plan.cell.facts]);
         runner.results.write(&record)?;
         if record.status == CellStatus::Failed {
@@ -119,6 +152,7 @@ pub fn run_sweep(
     Ok(SweepReport {
         ran,
         skipped,
+        elsewhere,
         failed,
         rendered,
     })

@@ -90,10 +90,7 @@ impl<'a> Runner<'a> {
             let exp = self.exp;
             let judge = exp
                 .judge
-                .build(
-                    &exp.judge_dir(),
-                    &self.results.root.join("judge-cache.jsonl"),
-                )
+                .build(&exp.judge_dir(), &self.results.root.join("judge-cache"))
                 .with_context(|| format!("judge preset {}", exp.judge_file.display()))?;
             for n in judge.notes() {
                 self.progress.note(&n);

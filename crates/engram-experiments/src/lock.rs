@@ -1,0 +1,391 @@
+//! Cell claims, so that many sweeps — processes, hosts, Slurm tasks — can share one results
+//! directory (NFS and Lustre included) and run each cell once.
+//!
+//! A claim is the file `locks/<cell>.lock`, created exclusively (`O_CREAT | O_EXCL`, atomic on
+//! NFSv3+ and Lustre), holding who took it (host, pid, Slurm job, a random token). Its heartbeat
+//! is the file's modification time, refreshed by a thread through the open handle while the
+//! claim is held, so a holder that died stops beating. A claim whose heartbeat is older than
+//! [`LockSettings::stale_after`] may be taken over, and so may one whose holder ran on this host
+//! and no longer exists; a live one never is. Taking over renames the
+//! stale file away first (a rename succeeds for one racer only), checks that what it moved is
+//! the file it judged stale (else it puts it back without overwriting anything), and only then
+//! creates its own claim exclusively — so two takers never both hold the cell.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use engram_io::hostname;
+use serde::{Deserialize, Serialize};
+
+/// How often a held claim beats by default.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(30);
+/// How old a heartbeat must be before the claim counts as abandoned, by default (20 missed
+/// beats: long enough for a loaded NFS server, short enough to pick up a killed task's cell).
+pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(600);
+
+/// Claims made by this process (part of each claim's token).
+static CLAIMS: AtomicUsize = AtomicUsize::new(0);
+
+/// How claims beat and when they go stale.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LockSettings {
+    /// Time between heartbeats of a held claim.
+    pub heartbeat: Duration,
+    /// Age of the last heartbeat after which a claim may be taken over.
+    pub stale_after: Duration,
+}
+
+impl Default for LockSettings {
+    fn default() -> Self {
+        Self {
+            heartbeat: DEFAULT_HEARTBEAT,
+            stale_after: DEFAULT_STALE_AFTER,
+        }
+    }
+}
+
+/// Who holds a claim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Holder {
+    /// Host name.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Slurm job (`SLURM_JOB_ID`, with `_<task>` for an array task), if any.
+    pub job: Option<String>,
+    /// When the claim was taken (Unix seconds).
+    pub since_unix: u64,
+    /// Tells this claim from any other on the same path.
+    pub token: String,
+}
+
+impl Holder {
+    /// This process.
+    pub fn me() -> Self {
+        let job = std::env::var("SLURM_JOB_ID").ok().map(|j| {
+            match (
+                std::env::var("SLURM_ARRAY_JOB_ID"),
+                std::env::var("SLURM_ARRAY_TASK_ID"),
+            ) {
+                (Ok(a), Ok(t)) => format!("{a}_{t}"),
+                _ => j,
+            }
+        });
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Self {
+            host: hostname(),
+            pid: std::process::id(),
+            job,
+            since_unix: now.as_secs(),
+            token: format!(
+                "{:x}-{:x}-{}",
+                now.as_nanos(),
+                std::process::id(),
+                CLAIMS.fetch_add(1, Ordering::SeqCst)
+            ),
+        }
+    }
+
+    /// `host H, pid P[, job J]`.
+    pub fn describe(&self) -> String {
+        let job = self
+            .job
+            .as_ref()
+            .map_or(String::new(), |j| format!(", job {j}"));
+        format!("host {}, pid {}{job}", self.host, self.pid)
+    }
+}
+
+/// A claim seen from outside: its holder (`None` while it is being written) and the age of its
+/// heartbeat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    /// Who holds it.
+    pub holder: Option<Holder>,
+    /// Time since its last heartbeat.
+    pub age: Duration,
+}
+
+impl Seen {
+    /// Whether it may be taken over: its heartbeat is older than `stale_after`, or its holder
+    /// ran on this host and is gone (a killed or Ctrl-C'd local sweep frees its cells at once).
+    pub fn is_stale(&self, s: &LockSettings) -> bool {
+        self.age > s.stale_after
+            || self
+                .holder
+                .as_ref()
+                .is_some_and(|h| h.host == hostname() && !process_alive(h.pid))
+    }
+}
+
+/// Whether process `pid` exists on this host (Linux: `/proc/<pid>`; elsewhere assumed alive,
+/// leaving the heartbeat to decide).
+fn process_alive(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    !proc.join("self").exists() || proc.join(pid.to_string()).exists()
+}
+
+/// The claim at `path`, if there is one.
+pub fn inspect(path: &Path) -> Option<Seen> {
+    let meta = std::fs::metadata(path).ok()?;
+    let age = meta
+        .modified()
+        .ok()
+        .and_then(|m| SystemTime::now().duration_since(m).ok())
+        .unwrap_or_default();
+    let holder = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    Some(Seen { holder, age })
+}
+
+/// A held claim: it beats until dropped, and dropping it removes the file (if it is still
+/// this claim's).
+pub struct CellLock {
+    path: PathBuf,
+    token: String,
+    stop: Arc<AtomicBool>,
+    beat: Option<JoinHandle<()>>,
+}
+
+impl CellLock {
+    /// The claim file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for CellLock {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.beat.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        let ours = inspect(&self.path)
+            .and_then(|s| s.holder)
+            .is_some_and(|h| h.token == self.token);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// What [`claim`] found.
+pub enum Claim {
+    /// The cell is ours until the lock is dropped.
+    Acquired(CellLock),
+    /// Someone else holds it (a live claim, or one being written or taken over right now).
+    Held(Seen),
+}
+
+/// Claims the cell whose claim file is `path` (its directory is created if needed).
+pub fn claim(path: &Path, s: &LockSettings) -> std::io::Result<Claim> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    if let Some(lock) = create(path, s)? {
+        return Ok(Claim::Acquired(lock));
+    }
+    let Some(seen) = inspect(path) else {
+        // Released between our attempt and our look: try once more.
+        return Ok(match create(path, s)? {
+            Some(lock) => Claim::Acquired(lock),
+            None => Claim::Held(inspect(path).unwrap_or(Seen {
+                holder: None,
+                age: Duration::ZERO,
+            })),
+        });
+    };
+    if !seen.is_stale(s) {
+        return Ok(Claim::Held(seen));
+    }
+    // Take the stale claim over: move it aside, make sure it is the one judged stale.
+    let me = Holder::me();
+    let aside = engram_io::sibling(path, &format!(".stale-{}", me.token));
+    if std::fs::rename(path, &aside).is_err() {
+        // Another taker moved it first.
+        return Ok(Claim::Held(inspect(path).unwrap_or(seen)));
+    }
+    let moved = inspect(&aside).and_then(|m| m.holder);
+    let judged = seen.holder.as_ref().map(|h| &h.token);
+    if moved.as_ref().map(|h| &h.token) != judged {
+        // A fresh claim replaced the stale one in between: put it back unless the path is
+        // taken again (a hard link never overwrites).
+        let _ = std::fs::hard_link(&aside, path);
+        let _ = std::fs::remove_file(&aside);
+        return Ok(Claim::Held(inspect(path).unwrap_or(seen)));
+    }
+    let _ = std::fs::remove_file(&aside);
+    Ok(match create(path, s)? {
+        Some(lock) => Claim::Acquired(lock),
+        None => Claim::Held(inspect(path).unwrap_or(seen)),
+    })
+}
+
+/// Creates the claim file exclusively; `None` if it exists.
+fn create(path: &Path, s: &LockSettings) -> std::io::Result<Option<CellLock>> {
+    let mut file = match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let me = Holder::me();
+    file.write_all(&serde_json::to_vec(&me).expect("holder serializes"))?;
+    file.sync_all()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let beat = spawn_heartbeat(file, s.heartbeat, stop.clone());
+    Ok(Some(CellLock {
+        path: path.to_path_buf(),
+        token: me.token,
+        stop,
+        beat: Some(beat),
+    }))
+}
+
+/// Refreshes the claim's modification time every `every` through its own handle (so a claim
+/// that was taken over is never touched by its old holder).
+fn spawn_heartbeat(file: File, every: Duration, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::park_timeout(every);
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let _ = file.set_modified(SystemTime::now());
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quick() -> LockSettings {
+        LockSettings {
+            heartbeat: Duration::from_millis(50),
+            stale_after: Duration::from_secs(5),
+        }
+    }
+
+    fn held(c: Claim) -> Seen {
+        match c {
+            Claim::Held(s) => s,
+            Claim::Acquired(_) => panic!("expected the claim to be held elsewhere"),
+        }
+    }
+
+    #[test]
+    fn a_live_claim_is_never_taken_and_a_released_one_is_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locks/n10-rag.lock");
+        let Claim::Acquired(lock) = claim(&path, &quick()).unwrap() else {
+            panic!("first claim")
+        };
+        let seen = held(claim(&path, &quick()).unwrap());
+        let holder = seen.holder.unwrap();
+        assert_eq!(holder.pid, std::process::id());
+        assert!(holder.describe().contains("pid"));
+        // The heartbeat keeps it fresh past several stale periods of a strict observer.
+        std::thread::sleep(Duration::from_millis(400));
+        let strict = LockSettings {
+            stale_after: Duration::from_millis(300),
+            ..quick()
+        };
+        let seen = held(claim(&path, &strict).unwrap());
+        assert!(seen.age < Duration::from_millis(300), "{:?}", seen.age);
+        drop(lock);
+        assert!(!path.exists(), "released");
+        assert!(matches!(
+            claim(&path, &quick()).unwrap(),
+            Claim::Acquired(_)
+        ));
+    }
+
+    #[test]
+    fn a_stale_claim_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.lock");
+        // A claim left by a process that died an hour ago.
+        let dead = Holder {
+            pid: 1,
+            token: "dead".into(),
+            ..Holder::me()
+        };
+        std::fs::write(&path, serde_json::to_vec(&dead).unwrap()).unwrap();
+        let f = File::options().write(true).open(&path).unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_secs(3600))
+            .unwrap();
+        let Claim::Acquired(lock) = claim(&path, &quick()).unwrap() else {
+            panic!("a stale claim is taken over")
+        };
+        let now = inspect(&path).unwrap().holder.unwrap();
+        assert_eq!(now.pid, std::process::id());
+        assert_ne!(now.token, "dead");
+        // Nothing is left beside it.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        drop(lock);
+        // The same file an hour old but fresh by its heartbeat: not taken.
+        std::fs::write(&path, serde_json::to_vec(&dead).unwrap()).unwrap();
+        held(claim(&path, &quick()).unwrap());
+    }
+
+    #[test]
+    fn a_claim_of_a_process_gone_from_this_host_is_free_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.lock");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let gone = Holder {
+            pid,
+            ..Holder::me()
+        };
+        std::fs::write(&path, serde_json::to_vec(&gone).unwrap()).unwrap();
+        assert!(matches!(
+            claim(&path, &quick()).unwrap(),
+            Claim::Acquired(_)
+        ));
+        // The same claim from another host is left to its heartbeat.
+        let remote = Holder {
+            pid,
+            host: "elsewhere".into(),
+            ..Holder::me()
+        };
+        std::fs::write(&path, serde_json::to_vec(&remote).unwrap()).unwrap();
+        held(claim(&path, &quick()).unwrap());
+    }
+
+    #[test]
+    fn racing_claims_give_the_cell_to_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.lock");
+        let won: Vec<bool> = std::thread::scope(|s| {
+            let racers: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| match claim(&path, &quick()).unwrap() {
+                        Claim::Acquired(l) => {
+                            std::thread::sleep(Duration::from_millis(200));
+                            drop(l);
+                            true
+                        }
+                        Claim::Held(_) => false,
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+    }
+}

@@ -1,0 +1,117 @@
+//! `engram sweep --status`: every cell's state read from the results directory alone — its
+//! record and its claim ([`crate::lock`]) — so it works from any machine that sees the
+//! directory, on clusters without Slurm accounting too.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::experiment::Experiment;
+use crate::facts::{load_pool, samples};
+use crate::lock::{LockSettings, inspect};
+use crate::plan::{CellState, plan};
+use crate::record::ResultsDir;
+
+/// One cell's state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// A record for the current configuration.
+    Done,
+    /// Claimed by a live sweep: who, and how long ago its claim last beat.
+    Running {
+        /// The holder (`host H, pid P, job J`).
+        by: String,
+        /// Age of its heartbeat.
+        heartbeat: Duration,
+    },
+    /// Failed when last run (the error).
+    Failed(String),
+    /// Not run, or run with another configuration, or its record is corrupt (why); a stale
+    /// claim (its holder died) is named.
+    ToDo(String),
+}
+
+/// The status of each selected cell of `exp` in `results`, in table order.
+pub fn status(
+    exp: &Experiment,
+    results: &Path,
+    only: &[String],
+    locks: &LockSettings,
+) -> Result<Vec<(String, Status)>> {
+    let (pool, source) = load_pool(exp)?;
+    let samples = samples(exp, &pool, &source)?;
+    let dir = ResultsDir::new(results);
+    let mut out = Vec::new();
+    for p in plan(exp, &samples, &dir, only) {
+        let id = p.cell.id();
+        let claim = inspect(&dir.lock_path(&id));
+        let holder = |c: &crate::lock::Seen| {
+            c.holder
+                .as_ref()
+                .map_or("a sweep starting up".to_string(), |h| h.describe())
+        };
+        let s = match (&p.state, &claim) {
+            (CellState::Done, _) => Status::Done,
+            (_, Some(c)) if !c.is_stale(locks) => Status::Running {
+                by: holder(c),
+                heartbeat: c.age,
+            },
+            (state, stale) => {
+                let why = match state {
+                    CellState::Failed(e) => {
+                        out.push((id, Status::Failed(e.clone())));
+                        continue;
+                    }
+                    CellState::Stale => "its record has another configuration".to_string(),
+                    CellState::Corrupt(why) => why.clone(),
+                    _ => "not run".to_string(),
+                };
+                match stale {
+                    Some(c) => Status::ToDo(format!(
+                        "{why}; abandoned claim by {} (no heartbeat for {:.0} s)",
+                        holder(c),
+                        c.age.as_secs_f64()
+                    )),
+                    None => Status::ToDo(why),
+                }
+            }
+        };
+        out.push((id, s));
+    }
+    Ok(out)
+}
+
+/// The status report: a line per cell, then the counts.
+pub fn render_status(cells: &[(String, Status)]) -> String {
+    let mut out = String::new();
+    let (mut done, mut running, mut failed, mut todo) = (0, 0, 0, 0);
+    for (id, s) in cells {
+        let line = match s {
+            Status::Done => {
+                done += 1;
+                "done".to_string()
+            }
+            Status::Running { by, heartbeat } => {
+                running += 1;
+                format!(
+                    "running on {by} (heartbeat {:.0} s ago)",
+                    heartbeat.as_secs_f64()
+                )
+            }
+            Status::Failed(e) => {
+                failed += 1;
+                format!("failed: {e}")
+            }
+            Status::ToDo(why) => {
+                todo += 1;
+                format!("to do ({why})")
+            }
+        };
+        out.push_str(&format!("{id:<28} {line}\n"));
+    }
+    out.push_str(&format!(
+        "{done} done, {running} running, {failed} failed, {todo} to do\n"
+    ));
+    out
+}
