@@ -8,47 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use engram_testkit::sweeps::{tiny_experiment, write};
+
 fn repo() -> PathBuf {
-    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"))
-        .join("../..")
-}
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
-/// configs/ and experiments/tiny.toml in `root`.
-fn tree(root: &Path) -> PathBuf {
-    let model = repo()
-        .join("tests/fixtures/tiny-f32")
-        .canonicalize()
-        .unwrap();
-    let facts = repo()
-        .join("tests/fixtures/facts/synthetic-20.jsonl")
-        .canonicalize()
-        .unwrap();
-    write(
-        root,
-        "configs/models/tiny.toml",
-        &format!("source = {:?}\n", model.display().to_string()),
-    );
-    write(
-        root,
-        "configs/training/quick.toml",
-        "epochs = 30\nlr = 2e-3\nbatch_size = 4\nwarmup_epochs = 0.0\ndecay = false\n",
-    );
-    write(root, "configs/judges/f1.toml", "kind = \"token-f1\"\n");
-    write(
-        root,
-        "experiments/tiny.toml",
-        &format!(
-            "name = \"tiny\"\nmodel = \"tiny\"\ntraining = \"quick\"\njudge = \"f1\"\n\n[facts]\nsource = \"jsonl\"\npath = {:?}\nsizes = [4, 8]\nseed = 1\n\n[methods]\nlora_ranks = [4]\nlong_context = true\nrag = true\nrag_k = 2\n\n[answer]\nbatch_size = 4\nmax_new_tokens = 6\n",
-            facts.display().to_string()
-        ),
-    );
-    root.join("experiments/tiny.toml")
+    engram_testkit::repo()
 }
 
 fn sweep(exp: &Path, results: &Path) -> Command {
@@ -86,7 +49,7 @@ fn read(p: &Path) -> String {
 #[test]
 fn a_killed_sweep_resumes_to_the_same_table_without_rerunning_finished_cells() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = tree(dir.path());
+    let exp = tiny_experiment(dir.path());
 
     // Uninterrupted.
     let a = dir.path().join("results-a");
@@ -174,7 +137,7 @@ fn a_killed_sweep_resumes_to_the_same_table_without_rerunning_finished_cells() {
 #[test]
 fn dry_run_lists_cells_with_estimates_and_only_selects() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = tree(dir.path());
+    let exp = tiny_experiment(dir.path());
     let mut c = sweep(&exp, &dir.path().join("r"));
     c.args(["--dry-run", "--only", "n8-*"]);
     let text = stdout_ok(c);
@@ -201,7 +164,7 @@ fn dry_run_lists_cells_with_estimates_and_only_selects() {
 #[test]
 fn a_failed_cell_is_recorded_and_the_sweep_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = tree(dir.path());
+    let exp = tiny_experiment(dir.path());
     // Training examples longer than 8 tokens are refused: every LoRA cell fails.
     write(
         dir.path(),
@@ -240,7 +203,7 @@ fn a_failed_cell_is_recorded_and_the_sweep_goes_on() {
 #[test]
 fn two_sweeps_at_once_run_each_cell_once_and_log_without_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = tree(dir.path());
+    let exp = tiny_experiment(dir.path());
     let r = dir.path().join("shared");
     // Both without --no-progress: their stderr is a pipe, not a terminal, so they log lines.
     let spawn = || {

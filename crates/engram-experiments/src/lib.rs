@@ -14,7 +14,8 @@
 //! 5. [`render`] turns the records into the [`table`], the [`plot`] and the [`per_fact`] view.
 //!
 //! Many sweeps may share one results directory: each cell is run by whoever holds its
-//! [`lock`] (claim), and [`status`] reports every cell's state from records and claims alone.
+//! [`lock`] (claim), and [`status`] reports every cell's state from records and claims alone;
+//! [`launch`] freezes the cells to do into a manifest and [`slurm`] submits them as job arrays.
 
 pub mod cells;
 pub mod dry_run;
@@ -23,6 +24,7 @@ pub mod error;
 pub mod estimate;
 pub mod experiment;
 pub mod facts;
+pub mod launch;
 pub mod lock;
 pub mod per_fact;
 pub mod plan;
@@ -30,6 +32,7 @@ pub mod plot;
 pub mod presets;
 pub mod record;
 pub mod render;
+pub mod slurm;
 pub mod status;
 pub mod sweep;
 pub mod table;

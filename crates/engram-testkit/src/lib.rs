@@ -8,6 +8,7 @@ pub mod facts;
 pub mod models;
 pub mod openai;
 pub mod reference;
+pub mod sweeps;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};

@@ -1,0 +1,190 @@
+//! `engram sweep --executor slurm` on a real Slurm (Debian's slurm-wlm as a single-node
+//! cluster on localhost, started by `.ci/run` with `../shared/notes/slurm/up.sh`): the tiny
+//! experiment's cells go through job arrays, every record appears, and the table equals a local
+//! sweep's. Skipped, with a message, where `sbatch` is absent or no cluster answers. The
+//! manifest's checks (a changed experiment, an index out of range) and a missing `sbatch` need
+//! no cluster and always run.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use engram_testkit::sweeps::tiny_experiment;
+
+fn engram() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_engram"))
+}
+
+fn ok(c: &mut Command) -> String {
+    let out = c.output().unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{so}\n{se}");
+    so
+}
+
+fn fails(c: &mut Command) -> String {
+    let out = c.output().unwrap();
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Whether a Slurm cluster answers here.
+fn cluster() -> bool {
+    Command::new("sinfo")
+        .args(["-h", "-o", "%T"])
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn cells_run_as_job_arrays_and_give_the_local_table() {
+    if !cluster() {
+        eprintln!(
+            "SKIPPED: no Slurm cluster answers `sinfo` here (CI starts one: ../shared/notes/slurm/up.sh)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tiny_experiment(dir.path());
+    let local = dir.path().join("local");
+    ok(engram()
+        .args(["sweep", "--no-progress", "--results"])
+        .arg(&local)
+        .arg(&exp));
+    let r = dir.path().join("slurm");
+    let out = ok(engram()
+        .args([
+            "sweep",
+            "--executor",
+            "slurm",
+            "--max-parallel",
+            "2",
+            "--results",
+        ])
+        .arg(&r)
+        .arg(&exp));
+    assert!(
+        out.contains("6 cells to run") && out.contains("table: job"),
+        "{out}"
+    );
+    let t0 = Instant::now();
+    while !r.join("table.md").exists()
+        || std::fs::read_dir(r.join("cells")).map_or(0, |d| d.count()) < 6
+        || !std::fs::read_dir(r.join("launch"))
+            .unwrap()
+            .flatten()
+            .any(|d| {
+                std::fs::read_dir(d.path().join("logs")).is_ok_and(|l| {
+                    l.flatten()
+                        .any(|f| f.file_name().to_string_lossy().starts_with("table-"))
+                })
+            })
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(600),
+            "the Slurm sweep did not finish: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // The table job ran after the arrays: wait for it to write the final table.
+    let t1 = Instant::now();
+    while read(&r.join("table.md")) != read(&local.join("table.md")) {
+        assert!(
+            t1.elapsed() < Duration::from_secs(120),
+            "tables differ:\n{}\nvs\n{}",
+            read(&r.join("table.md")),
+            read(&local.join("table.md"))
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let status = ok(engram()
+        .args(["sweep", "--status", "--results"])
+        .arg(&r)
+        .arg(&exp));
+    assert!(status.contains("6 done, 0 running"), "{status}");
+}
+
+#[test]
+fn a_manifest_is_checked_against_the_experiment_and_its_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tiny_experiment(dir.path());
+    let r = dir.path().join("r");
+    let out = ok(engram()
+        .args([
+            "sweep",
+            "--executor",
+            "slurm",
+            "--emit-only",
+            "--setup",
+            "module load x",
+        ])
+        .args(["--sbatch-arg=--mem=2G", "--results"])
+        .arg(&r)
+        .arg(&exp));
+    assert!(out.contains("--emit-only: nothing submitted"), "{out}");
+    let launch = std::fs::read_dir(r.join("launch"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let manifest = launch.join("manifest.json");
+    let m: serde_json::Value = serde_json::from_str(&read(&manifest)).unwrap();
+    assert_eq!(m["cells"].as_array().unwrap().len(), 6);
+    let script = read(&launch.join(format!(
+        "{}.sbatch",
+        m["classes"][0]["name"].as_str().unwrap()
+    )));
+    for want in [
+        "#SBATCH --array=0-",
+        "#SBATCH --mem=2G",
+        "module load x",
+        "exec '",
+        "--cell-index \"$SLURM_ARRAY_TASK_ID\"",
+    ] {
+        assert!(script.contains(want), "{want}:\n{script}");
+    }
+    // Out of range.
+    let e = fails(
+        engram()
+            .args(["sweep", "--cell-index", "6", "--manifest"])
+            .arg(&manifest)
+            .arg(&exp),
+    );
+    assert!(
+        e.contains("cell index 6 is out of range") && e.contains("6 cells"),
+        "{e}"
+    );
+    // The experiment changed since submission.
+    let text = read(&exp).replace("rag_k = 2", "rag_k = 3");
+    std::fs::write(&exp, text).unwrap();
+    let rag = m["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c["id"].as_str().unwrap().ends_with("-rag"))
+        .unwrap();
+    let e = fails(
+        engram()
+            .args(["sweep", "--cell-index", &rag.to_string(), "--manifest"])
+            .arg(&manifest)
+            .arg(&exp),
+    );
+    assert!(e.contains("the experiment changed since submission"), "{e}");
+    // No sbatch on PATH.
+    let e = fails(
+        engram()
+            .args(["sweep", "--executor", "slurm", "--results"])
+            .arg(&r)
+            .arg(&exp)
+            .env("PATH", dir.path()),
+    );
+    assert!(e.contains("needs `sbatch` on PATH"), "{e}");
+}

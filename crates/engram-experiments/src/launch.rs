@@ -1,0 +1,251 @@
+//! Freezing a sweep's remaining cells for a scheduler: the cells still to do, worked out as a
+//! local sweep works them out, grouped into resource classes by the dry-run's estimates (a
+//! rank-2048 cell does not share a request with rank 8), written to a manifest under
+//! `results/<exp>/launch/<unix time>/`. A task names a cell by its index in the manifest; the
+//! cell's configuration hash is checked against the experiment as it is when the task runs.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::dry_run::architecture;
+use crate::estimate::estimate;
+use crate::experiment::Experiment;
+use crate::facts::{load_pool, samples};
+use crate::plan::{PlannedCell, plan};
+use crate::record::ResultsDir;
+
+/// The manifest's file name inside its launch directory.
+pub const MANIFEST: &str = "manifest.json";
+/// Manifest format version.
+pub const FORMAT: u32 = 1;
+
+/// One cell to run, as frozen at submission.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrozenCell {
+    /// The cell id.
+    pub id: String,
+    /// Its configuration hash at submission.
+    pub hash: String,
+}
+
+/// Cells that share one resource request (one job array).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceClass {
+    /// `mem-<N>GB` (peak device memory rounded up to a power of two), or `any` without an
+    /// architecture to estimate from.
+    pub name: String,
+    /// Index of its first cell in [`Manifest::cells`]; its cells are contiguous.
+    pub first: usize,
+    /// Number of its cells.
+    pub count: usize,
+    /// The longest estimated time of its cells (seconds; 0 without estimates).
+    pub seconds: f64,
+    /// The largest estimated peak device memory of its cells (bytes; 0 without estimates).
+    pub peak_bytes: f64,
+}
+
+/// A frozen launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// The experiment file (absolute).
+    pub experiment: PathBuf,
+    /// The presets directory (absolute).
+    pub configs: PathBuf,
+    /// The results directory (absolute).
+    pub results: PathBuf,
+    /// When it was frozen (Unix seconds).
+    pub created_unix: u64,
+    /// The cells, grouped by class.
+    pub cells: Vec<FrozenCell>,
+    /// The classes, in the order of `cells`.
+    pub classes: Vec<ResourceClass>,
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::path::absolute(p).with_context(|| p.display().to_string())
+}
+
+/// The resource class of an estimated peak of `bytes`.
+fn class_name(bytes: Option<f64>) -> String {
+    match bytes {
+        None => "any".into(),
+        Some(b) => {
+            let gb = (b / 1e9).max(1.0).ceil() as u64;
+            format!("mem-{}GB", gb.next_power_of_two())
+        }
+    }
+}
+
+/// Freezes the cells of `exp` that `only` selects and that are not done in `results`, with
+/// estimates at `flops` FLOP/s. An empty manifest (nothing to do) is returned as such.
+pub fn freeze(
+    exp: &Experiment,
+    configs: &Path,
+    results: &Path,
+    only: &[String],
+    flops: f64,
+) -> Result<Manifest> {
+    let (pool, source) = load_pool(exp)?;
+    let samples = samples(exp, &pool, &source)?;
+    let planned: Vec<PlannedCell> = plan(exp, &samples, &ResultsDir::new(results), only);
+    if planned.is_empty() {
+        bail!(
+            "--only {only:?} selects none of the cells of {}",
+            exp.path.display()
+        );
+    }
+    let arch = architecture(exp);
+    let mut sized: Vec<(String, FrozenCell, f64, f64)> = planned
+        .into_iter()
+        .filter(PlannedCell::runs)
+        .map(|p| {
+            let e = arch
+                .as_ref()
+                .map(|(cfg, _)| estimate(exp, cfg, &p.cell, &samples[&p.cell.facts], flops));
+            let class = class_name(e.as_ref().map(|e| e.peak_bytes));
+            let (s, b) = e.map_or((0.0, 0.0), |e| (e.seconds, e.peak_bytes));
+            let cell = FrozenCell {
+                id: p.cell.id(),
+                hash: p.hash,
+            };
+            (class, cell, s, b)
+        })
+        .collect();
+    // Group by class (smallest first), keeping table order inside each.
+    sized.sort_by(|a, b| a.3.partial_cmp(&b.3).unwrap_or(std::cmp::Ordering::Equal));
+    let mut order: Vec<String> = Vec::new();
+    for (c, ..) in &sized {
+        if !order.contains(c) {
+            order.push(c.clone());
+        }
+    }
+    let mut cells = Vec::new();
+    let mut classes = Vec::new();
+    for name in order {
+        let members: Vec<_> = sized.iter().filter(|s| s.0 == name).collect();
+        classes.push(ResourceClass {
+            name: name.clone(),
+            first: cells.len(),
+            count: members.len(),
+            seconds: members.iter().map(|m| m.2).fold(0.0, f64::max),
+            peak_bytes: members.iter().map(|m| m.3).fold(0.0, f64::max),
+        });
+        cells.extend(members.into_iter().map(|m| m.1.clone()));
+    }
+    Ok(Manifest {
+        format: FORMAT,
+        experiment: absolute(&exp.path)?,
+        configs: absolute(configs)?,
+        results: absolute(results)?,
+        created_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs(),
+        cells,
+        classes,
+    })
+}
+
+impl Manifest {
+    /// A new launch directory for it: `results/<exp>/launch/<unix time>[-n]/`.
+    pub fn launch_dir(&self) -> Result<PathBuf> {
+        let base = self.results.join("launch");
+        for n in 0.. {
+            let name = match n {
+                0 => self.created_unix.to_string(),
+                n => format!("{}-{n}", self.created_unix),
+            };
+            let dir = base.join(name);
+            match std::fs::create_dir_all(&base).and_then(|_| std::fs::create_dir(&dir)) {
+                Ok(()) => return Ok(dir),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(anyhow!(e)).with_context(|| {
+                        format!(
+                            "the results directory {} is not writable",
+                            self.results.display()
+                        )
+                    });
+                }
+            }
+        }
+        unreachable!("some launch directory name is free")
+    }
+
+    /// Writes it into `dir` (atomically); returns its path.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf> {
+        let path = dir.join(MANIFEST);
+        engram_io::write_file(&path, &serde_json::to_vec_pretty(self)?)?;
+        Ok(path)
+    }
+
+    /// Reads a manifest, naming the file in any error.
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
+        let m: Self = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{}: not an engram launch manifest", path.display()))?;
+        if m.format != FORMAT {
+            bail!(
+                "{}: manifest format {} (this engram reads {FORMAT})",
+                path.display(),
+                m.format
+            );
+        }
+        Ok(m)
+    }
+
+    /// The cell at `index`, checked against `exp` as it is now: its configuration hash must be
+    /// the frozen one (else the experiment changed since submission).
+    pub fn cell(&self, path: &Path, exp: &Experiment, index: usize) -> Result<&FrozenCell> {
+        let cell = self.cells.get(index).ok_or_else(|| {
+            anyhow!(
+                "cell index {index} is out of range: {} holds {} cells (0..{})",
+                path.display(),
+                self.cells.len(),
+                self.cells.len().saturating_sub(1)
+            )
+        })?;
+        let (pool, source) = load_pool(exp)?;
+        let samples = samples(exp, &pool, &source)?;
+        let now = plan(
+            exp,
+            &samples,
+            &ResultsDir::new(&self.results),
+            std::slice::from_ref(&cell.id),
+        );
+        match now.first() {
+            Some(p) if p.hash == cell.hash => Ok(cell),
+            Some(p) => bail!(
+                "{}: the experiment changed since submission: cell {} has configuration hash {} now, the manifest froze {}; submit again",
+                path.display(),
+                cell.id,
+                p.hash,
+                cell.hash
+            ),
+            None => bail!(
+                "{}: the experiment changed since submission: it has no cell {} any more; submit again",
+                path.display(),
+                cell.id
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_round_peaks_up_to_powers_of_two() {
+        assert_eq!(class_name(None), "any");
+        assert_eq!(class_name(Some(3e8)), "mem-1GB");
+        assert_eq!(class_name(Some(2.5e9)), "mem-4GB");
+        assert_eq!(class_name(Some(111e9)), "mem-128GB");
+    }
+}

@@ -1,0 +1,258 @@
+//! `engram sweep --executor slurm`: one Slurm job array per resource class of a frozen
+//! [`Manifest`], at most `--max-parallel` tasks of each at a time, and a job that renders the
+//! table once the arrays have ended (`afterany`). Task `i` `exec`s `engram sweep … --manifest M
+//! --cell-index i` (so engram, not a shell, receives the scheduler's signals) and runs its cell
+//! under the cell's claim, like any sweep. The submitter prints the job ids and returns; state is
+//! read from the records afterwards (`engram sweep --status`), never from Slurm's accounting.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::launch::{Manifest, ResourceClass};
+
+/// Margin on the estimated time for `--time auto`: twice the estimate plus 15 minutes.
+pub const TIME_FACTOR: f64 = 2.0;
+/// Added to every `--time auto` request (seconds).
+pub const TIME_EXTRA_S: f64 = 900.0;
+
+/// How to submit.
+#[derive(Debug, Clone, Default)]
+pub struct SlurmOptions {
+    /// `--partition`.
+    pub partition: Option<String>,
+    /// `--account`.
+    pub account: Option<String>,
+    /// `--qos`.
+    pub qos: Option<String>,
+    /// `--time` as Slurm reads it (`D-HH:MM`, `HH:MM:SS`…); `None`: from the estimates.
+    pub time: Option<String>,
+    /// GPUs per cell (`--gres=gpu:N`; 0: none).
+    pub gpus_per_cell: u32,
+    /// Tasks of one array running at once (`--array=…%M`).
+    pub max_parallel: Option<usize>,
+    /// Further `#SBATCH` arguments, as given.
+    pub sbatch_args: Vec<String>,
+    /// Shell lines run before engram in each task (module loads, environment).
+    pub setup: Vec<String>,
+    /// Write the scripts and the manifest, submit nothing.
+    pub emit_only: bool,
+    /// The engram binary the tasks run (this one, normally; it must be visible from the
+    /// compute nodes).
+    pub engram: PathBuf,
+}
+
+/// What was written and submitted.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The launch directory.
+    pub dir: PathBuf,
+    /// The manifest.
+    pub manifest: PathBuf,
+    /// One script per class, then the table job's.
+    pub scripts: Vec<PathBuf>,
+    /// `(class, job id)` per submitted array.
+    pub arrays: Vec<(String, String)>,
+    /// The table job's id.
+    pub table_job: Option<String>,
+}
+
+/// Slurm's `D-HH:MM:SS` for `seconds` with the `--time auto` margin.
+pub fn auto_time(seconds: f64) -> String {
+    let s = (seconds * TIME_FACTOR + TIME_EXTRA_S).ceil() as u64;
+    format!(
+        "{}-{:02}:{:02}:{:02}",
+        s / 86_400,
+        s % 86_400 / 3600,
+        s % 3600 / 60,
+        s % 60
+    )
+}
+
+/// Single-quotes `s` for the shell.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn path_arg(p: &Path) -> String {
+    quote(&p.display().to_string())
+}
+
+/// `--partition`, `--account` and `--qos`, as given.
+fn placement(o: &SlurmOptions) -> Vec<String> {
+    [
+        ("partition", &o.partition),
+        ("account", &o.account),
+        ("qos", &o.qos),
+    ]
+    .into_iter()
+    .filter_map(|(flag, v)| v.as_ref().map(|v| format!("--{flag}={v}")))
+    .collect()
+}
+
+/// The `--setup` lines, one per line.
+fn setup(o: &SlurmOptions) -> String {
+    o.setup.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// The array script of one class.
+pub fn array_script(
+    m: &Manifest,
+    manifest: &Path,
+    class: &ResourceClass,
+    o: &SlurmOptions,
+    logs: &Path,
+) -> String {
+    let name = m
+        .experiment
+        .file_stem()
+        .map_or("sweep".into(), |s| s.to_string_lossy().into_owned());
+    let last = class.first + class.count - 1;
+    let throttle = o.max_parallel.map_or(String::new(), |n| format!("%{n}"));
+    let time = o.time.clone().unwrap_or_else(|| auto_time(class.seconds));
+    let mut s = String::from("#!/bin/bash\n");
+    let mut opt = |line: String| s.push_str(&format!("#SBATCH {line}\n"));
+    opt(format!("--job-name=engram-{name}-{}", class.name));
+    opt(format!("--array={}-{last}{throttle}", class.first));
+    opt(format!("--time={time}"));
+    opt(format!("--output={}/%A_%a.out", logs.display()));
+    opt("--open-mode=append".into());
+    for line in placement(o) {
+        opt(line);
+    }
+    if o.gpus_per_cell > 0 {
+        opt(format!("--gres=gpu:{}", o.gpus_per_cell));
+    }
+    for a in &o.sbatch_args {
+        opt(a.clone());
+    }
+    s.push_str(&format!(
+        "# engram: {} cells of class {} (estimated at most {:.0} s and {:.1} GB each)\nset -e\n",
+        class.count,
+        class.name,
+        class.seconds,
+        class.peak_bytes / 1e9
+    ));
+    s.push_str(&setup(o));
+    s.push_str(&format!(
+        "exec {} sweep {} --configs {} --results {} --manifest {} --cell-index \"$SLURM_ARRAY_TASK_ID\" --no-progress\n",
+        path_arg(&o.engram),
+        path_arg(&m.experiment),
+        path_arg(&m.configs),
+        path_arg(&m.results),
+        path_arg(manifest)
+    ));
+    s
+}
+
+/// The script of the job that renders the table.
+fn table_script(m: &Manifest, o: &SlurmOptions, logs: &Path) -> String {
+    let mut s = String::from("#!/bin/bash\n");
+    s.push_str("#SBATCH --job-name=engram-table\n#SBATCH --time=0-00:30:00\n");
+    s.push_str(&format!(
+        "#SBATCH --output={}/table-%j.out\n",
+        logs.display()
+    ));
+    for line in placement(o) {
+        s.push_str(&format!("#SBATCH {line}\n"));
+    }
+    s.push_str("set -e\n");
+    s.push_str(&setup(o));
+    s.push_str(&format!(
+        "exec {} table {}\n",
+        path_arg(&o.engram),
+        path_arg(&m.results)
+    ));
+    s
+}
+
+/// `sbatch --parsable [args] script` → the job id.
+fn sbatch(script: &Path, args: &[String]) -> Result<String> {
+    let out = Command::new("sbatch")
+        .arg("--parsable")
+        .args(args)
+        .arg(script)
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!(
+                "--executor slurm needs `sbatch` on PATH, and there is none (is this a Slurm login node?)"
+            )
+        }
+        Err(e) => return Err(e).context("running sbatch"),
+    };
+    if !out.status.success() {
+        bail!(
+            "sbatch rejected {}: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    // `--parsable` prints `jobid[;cluster]`.
+    let id = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    if id.is_empty() {
+        bail!("sbatch printed no job id for {}", script.display());
+    }
+    Ok(id)
+}
+
+/// Writes the manifest and scripts of `m` into a new launch directory and submits them (unless
+/// `emit_only`).
+pub fn launch(m: &Manifest, o: &SlurmOptions) -> Result<Launch> {
+    let dir = m.launch_dir()?;
+    let manifest = m.write(&dir)?;
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| logs.display().to_string())?;
+    let mut scripts = Vec::new();
+    for class in &m.classes {
+        let path = dir.join(format!("{}.sbatch", class.name));
+        engram_io::write_file(
+            &path,
+            array_script(m, &manifest, class, o, &logs).as_bytes(),
+        )?;
+        scripts.push(path);
+    }
+    let table = dir.join("table.sbatch");
+    engram_io::write_file(&table, table_script(m, o, &logs).as_bytes())?;
+    scripts.push(table.clone());
+    let mut launch = Launch {
+        dir,
+        manifest,
+        scripts,
+        arrays: Vec::new(),
+        table_job: None,
+    };
+    if o.emit_only || m.cells.is_empty() {
+        return Ok(launch);
+    }
+    for (class, script) in m.classes.iter().zip(&launch.scripts) {
+        let id = sbatch(script, &[])?;
+        launch.arrays.push((class.name.clone(), id));
+    }
+    let after: Vec<&str> = launch.arrays.iter().map(|(_, id)| id.as_str()).collect();
+    launch.table_job = Some(sbatch(
+        &table,
+        &[format!("--dependency=afterany:{}", after.join(":"))],
+    )?);
+    Ok(launch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_time_has_its_margin_and_slurms_format() {
+        assert_eq!(auto_time(0.0), "0-00:15:00");
+        assert_eq!(auto_time(3600.0), "0-02:15:00");
+        assert_eq!(auto_time(86_400.0), "2-00:15:00");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+    }
+}
