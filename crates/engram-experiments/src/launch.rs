@@ -4,6 +4,7 @@
 //! `results/<exp>/launch/<unix time>/`. A task names a cell by its index in the manifest; the
 //! cell's configuration hash is checked against the experiment as it is when the task runs.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -71,15 +72,15 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     std::path::absolute(p).with_context(|| p.display().to_string())
 }
 
-/// The resource class of an estimated peak of `bytes`.
-fn class_name(bytes: Option<f64>) -> String {
-    match bytes {
-        None => "any".into(),
-        Some(b) => {
-            let gb = (b / 1e9).max(1.0).ceil() as u64;
-            format!("mem-{}GB", gb.next_power_of_two())
-        }
-    }
+/// The resource class of an estimated peak of `bytes`: its size in GB rounded up to a power of
+/// two (`None` without an estimate).
+fn class_gb(bytes: Option<f64>) -> Option<u64> {
+    bytes.map(|b| ((b / 1e9).max(1.0).ceil() as u64).next_power_of_two())
+}
+
+/// The name of a class of [`class_gb`].
+fn class_name(gb: Option<u64>) -> String {
+    gb.map_or("any".into(), |g| format!("mem-{g}GB"))
 }
 
 /// Freezes the cells of `exp` that `only` selects and that are not done in `results`, with
@@ -101,42 +102,31 @@ pub fn freeze(
         );
     }
     let arch = architecture(exp);
-    let mut sized: Vec<(String, FrozenCell, f64, f64)> = planned
-        .into_iter()
-        .filter(PlannedCell::runs)
-        .map(|p| {
-            let e = arch
-                .as_ref()
-                .map(|(cfg, _)| estimate(exp, cfg, &p.cell, &samples[&p.cell.facts], flops));
-            let class = class_name(e.as_ref().map(|e| e.peak_bytes));
-            let (s, b) = e.map_or((0.0, 0.0), |e| (e.seconds, e.peak_bytes));
-            let cell = FrozenCell {
-                id: p.cell.id(),
-                hash: p.hash,
-            };
-            (class, cell, s, b)
-        })
-        .collect();
-    // Group by class (smallest first), keeping table order inside each.
-    sized.sort_by(|a, b| a.3.partial_cmp(&b.3).unwrap_or(std::cmp::Ordering::Equal));
-    let mut order: Vec<String> = Vec::new();
-    for (c, ..) in &sized {
-        if !order.contains(c) {
-            order.push(c.clone());
-        }
+    // Classes smallest first, table order inside each: (cell, seconds, peak bytes).
+    let mut groups: BTreeMap<Option<u64>, Vec<(FrozenCell, f64, f64)>> = BTreeMap::new();
+    for p in planned.into_iter().filter(PlannedCell::runs) {
+        let e = arch
+            .as_ref()
+            .map(|(cfg, _)| estimate(exp, cfg, &p.cell, &samples[&p.cell.facts], flops));
+        let class = class_gb(e.as_ref().map(|e| e.peak_bytes));
+        let (s, b) = e.map_or((0.0, 0.0), |e| (e.seconds, e.peak_bytes));
+        let cell = FrozenCell {
+            id: p.cell.id(),
+            hash: p.hash,
+        };
+        groups.entry(class).or_default().push((cell, s, b));
     }
     let mut cells = Vec::new();
     let mut classes = Vec::new();
-    for name in order {
-        let members: Vec<_> = sized.iter().filter(|s| s.0 == name).collect();
+    for (gb, members) in groups {
         classes.push(ResourceClass {
-            name: name.clone(),
+            name: class_name(gb),
             first: cells.len(),
             count: members.len(),
-            seconds: members.iter().map(|m| m.2).fold(0.0, f64::max),
-            peak_bytes: members.iter().map(|m| m.3).fold(0.0, f64::max),
+            seconds: members.iter().map(|m| m.1).fold(0.0, f64::max),
+            peak_bytes: members.iter().map(|m| m.2).fold(0.0, f64::max),
         });
-        cells.extend(members.into_iter().map(|m| m.1.clone()));
+        cells.extend(members.into_iter().map(|m| m.0));
     }
     Ok(Manifest {
         format: FORMAT,
@@ -200,9 +190,8 @@ impl Manifest {
         Ok(m)
     }
 
-    /// The cell at `index`, checked against `exp` as it is now: its configuration hash must be
-    /// the frozen one (else the experiment changed since submission).
-    pub fn cell(&self, path: &Path, exp: &Experiment, index: usize) -> Result<&FrozenCell> {
+    /// The task of the cell at `index` of this manifest (read from `path`).
+    pub fn task(&self, path: &Path, index: usize) -> Result<FrozenTask> {
         let cell = self.cells.get(index).ok_or_else(|| {
             anyhow!(
                 "cell index {index} is out of range: {} holds {} cells (0..{})",
@@ -211,26 +200,39 @@ impl Manifest {
                 self.cells.len().saturating_sub(1)
             )
         })?;
-        let (pool, source) = load_pool(exp)?;
-        let samples = samples(exp, &pool, &source)?;
-        let now = plan(
-            exp,
-            &samples,
-            &ResultsDir::new(&self.results),
-            std::slice::from_ref(&cell.id),
-        );
-        match now.first() {
-            Some(p) if p.hash == cell.hash => Ok(cell),
+        Ok(FrozenTask {
+            manifest: path.to_path_buf(),
+            cell: cell.clone(),
+        })
+    }
+}
+
+/// One task of a launch: a frozen cell and the manifest it comes from. The sweep that runs it
+/// checks it against its own plan ([`FrozenTask::check`]), so the facts are loaded once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrozenTask {
+    /// The manifest file.
+    pub manifest: PathBuf,
+    /// The cell.
+    pub cell: FrozenCell,
+}
+
+impl FrozenTask {
+    /// Checks the cell against `planned`, the plan of the experiment as it is now with only this
+    /// cell selected: its configuration hash must be the frozen one (else the experiment
+    /// changed since submission).
+    pub fn check(&self, planned: &[PlannedCell]) -> Result<()> {
+        let (path, cell) = (self.manifest.display(), &self.cell);
+        match planned.first() {
+            Some(p) if p.hash == cell.hash => Ok(()),
             Some(p) => bail!(
-                "{}: the experiment changed since submission: cell {} has configuration hash {} now, the manifest froze {}; submit again",
-                path.display(),
+                "{path}: the experiment changed since submission: cell {} has configuration hash {} now, the manifest froze {}; submit again",
                 cell.id,
                 p.hash,
                 cell.hash
             ),
             None => bail!(
-                "{}: the experiment changed since submission: it has no cell {} any more; submit again",
-                path.display(),
+                "{path}: the experiment changed since submission: it has no cell {} any more; submit again",
                 cell.id
             ),
         }
@@ -243,9 +245,10 @@ mod tests {
 
     #[test]
     fn classes_round_peaks_up_to_powers_of_two() {
-        assert_eq!(class_name(None), "any");
-        assert_eq!(class_name(Some(3e8)), "mem-1GB");
-        assert_eq!(class_name(Some(2.5e9)), "mem-4GB");
-        assert_eq!(class_name(Some(111e9)), "mem-128GB");
+        let name = |bytes| class_name(class_gb(bytes));
+        assert_eq!(name(None), "any");
+        assert_eq!(name(Some(3e8)), "mem-1GB");
+        assert_eq!(name(Some(2.5e9)), "mem-4GB");
+        assert_eq!(name(Some(111e9)), "mem-128GB");
     }
 }

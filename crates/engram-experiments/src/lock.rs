@@ -114,6 +114,14 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// Who holds it, as [`Holder::describe`] says, or `a sweep starting up` while the claim
+    /// file is still being written.
+    pub fn holder_name(&self) -> String {
+        self.holder
+            .as_ref()
+            .map_or("a sweep starting up".to_string(), Holder::describe)
+    }
+
     /// Whether it may be taken over: its heartbeat is older than `stale_after`, or its holder
     /// ran on this host and is gone (a killed or Ctrl-C'd local sweep frees its cells at once).
     pub fn is_stale(&self, s: &LockSettings) -> bool {
@@ -208,8 +216,7 @@ pub fn claim(path: &Path, s: &LockSettings) -> std::io::Result<Claim> {
         return Ok(Claim::Held(seen));
     }
     // Take the stale claim over: move it aside, make sure it is the one judged stale.
-    let me = Holder::me();
-    let aside = engram_io::sibling(path, &format!(".stale-{}", me.token));
+    let aside = engram_io::unique_sibling(path, "stale");
     if std::fs::rename(path, &aside).is_err() {
         // Another taker moved it first.
         return Ok(Claim::Held(inspect(path).unwrap_or(seen)));

@@ -141,10 +141,7 @@ mod tests {
 
     #[test]
     fn every_shipped_judge_preset_parses_and_its_prompt_loads() {
-        let dir = Path::new(
-            &std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"),
-        )
-        .join("../../configs/judges");
+        let dir = engram_testkit::repo().join("configs/judges");
         let mut formats = Vec::new();
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();

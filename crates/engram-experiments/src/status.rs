@@ -46,23 +46,15 @@ pub fn status(
     for p in plan(exp, &samples, &dir, only) {
         let id = p.cell.id();
         let claim = inspect(&dir.lock_path(&id));
-        let holder = |c: &crate::lock::Seen| {
-            c.holder
-                .as_ref()
-                .map_or("a sweep starting up".to_string(), |h| h.describe())
-        };
         let s = match (&p.state, &claim) {
             (CellState::Done, _) => Status::Done,
             (_, Some(c)) if !c.is_stale(locks) => Status::Running {
-                by: holder(c),
+                by: c.holder_name(),
                 heartbeat: c.age,
             },
+            (CellState::Failed(e), _) => Status::Failed(e.clone()),
             (state, stale) => {
                 let why = match state {
-                    CellState::Failed(e) => {
-                        out.push((id, Status::Failed(e.clone())));
-                        continue;
-                    }
                     CellState::Stale => "its record has another configuration".to_string(),
                     CellState::Corrupt(why) => why.clone(),
                     _ => "not run".to_string(),
@@ -70,7 +62,7 @@ pub fn status(
                 match stale {
                     Some(c) => Status::ToDo(format!(
                         "{why}; abandoned claim by {} (no heartbeat for {:.0} s)",
-                        holder(c),
+                        c.holder_name(),
                         c.age.as_secs_f64()
                     )),
                     None => Status::ToDo(why),

@@ -105,11 +105,14 @@ enum TurnError {
 }
 
 /// One answer's conversation: the first turn's raw output, the follow-up's if one was asked,
-/// and whether every turn came from the cache.
+/// whether every turn came from the cache, and the verdict read from them (with the
+/// rationale, when the first turn gave it).
 struct Conversation {
     raw: String,
     follow_up: Option<String>,
     cached: bool,
+    correct: Option<bool>,
+    rationale: Option<String>,
 }
 
 impl OpenAiJudge {
@@ -306,37 +309,37 @@ impl OpenAiJudge {
     ) -> std::result::Result<Conversation, TurnError> {
         let mut messages = self.prompt.messages(item);
         let (raw, cached) = self.first_turn(&messages, stop)?;
-        if parse_verdict(&raw).is_some() {
+        if let Some((v, rationale)) = parse_verdict(&raw) {
             return Ok(Conversation {
                 raw,
                 follow_up: None,
                 cached,
+                correct: Some(v),
+                rationale,
             });
         }
         messages.push(Message::new("assistant", raw.clone()));
         messages.push(Message::new("user", FOLLOW_UP));
         let (follow_up, follow_cached) = self.turn(&messages, false, stop)?;
         Ok(Conversation {
+            correct: parse_follow_up(&follow_up),
             raw,
             follow_up: Some(follow_up),
             cached: cached && follow_cached,
+            rationale: None,
         })
     }
 
     fn verdict(&self, item: &JudgeItem, c: Conversation) -> Verdict {
-        let (correct, rationale) = match (parse_verdict(&c.raw), &c.follow_up) {
-            (Some((v, rationale)), _) => (Some(v), rationale),
-            (None, Some(f)) => (parse_follow_up(f), None),
-            (None, None) => (None, None),
-        };
         Verdict {
             id: item.id.clone(),
-            correct,
+            correct: c.correct,
             judge: self.name(),
-            error: correct
+            error: c
+                .correct
                 .is_none()
                 .then(|| "no verdict in the judge's answer nor in its follow-up".into()),
-            rationale,
+            rationale: c.rationale,
             raw: c.raw,
             follow_up: c.follow_up,
             cached: c.cached,

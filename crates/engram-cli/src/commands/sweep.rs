@@ -103,13 +103,13 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let flops = a
         .tflops
         .map_or_else(|| default_flops(&exp.backend), |t| t * 1e12);
-    let (results, only) = match (&a.manifest, a.cell_index) {
+    let (results, only, frozen) = match (&a.manifest, a.cell_index) {
         (Some(path), Some(i)) => {
             let m = Manifest::read(path)?;
-            let cell = m.cell(path, &exp, i)?;
-            (m.results.clone(), vec![cell.id.clone()])
+            let task = m.task(path, i)?;
+            (m.results, vec![task.cell.id.clone()], Some(task))
         }
-        _ => (results, a.only.clone()),
+        _ => (results, a.only.clone(), None),
     };
     if a.executor == Executor::Slurm && a.manifest.is_none() && !a.status && !a.dry_run {
         return submit(&a, &exp, &configs, &results, flops);
@@ -132,6 +132,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
             results: results.clone(),
             only,
             locks,
+            frozen,
         },
         &Bars::new(!a.no_progress),
     )?;

@@ -30,6 +30,7 @@ use engram_io::Progress;
 use crate::cells::Method;
 use crate::experiment::Experiment;
 use crate::facts::{load_pool, samples};
+use crate::launch::FrozenTask;
 use crate::lock::{self, Claim, LockSettings};
 use crate::plan::{CellState, PlannedCell, plan, state_of};
 use crate::record::{CellRecord, CellStatus, ResultsDir};
@@ -48,6 +49,8 @@ pub struct SweepOptions {
     pub only: Vec<String>,
     /// How cell claims beat and go stale.
     pub locks: LockSettings,
+    /// A Slurm task's frozen cell (`only` selects it), checked against the plan before it runs.
+    pub frozen: Option<FrozenTask>,
 }
 
 /// What a sweep did, and the table it rendered at the end.
@@ -78,6 +81,9 @@ pub fn run_sweep(
     let samples = samples(exp, &pool, &source)?;
     let results = ResultsDir::new(&opts.results);
     let planned = plan(exp, &samples, &results, &opts.only);
+    if let Some(task) = &opts.frozen {
+        task.check(&planned)?;
+    }
     if planned.is_empty() {
         return Err(anyhow!(
             "--only {:?} selects none of the cells of {}",
@@ -102,14 +108,13 @@ pub fn run_sweep(
         source,
         opts.results.display()
     ));
-    let skipped = report_plan(&planned, progress);
+    let mut skipped = report_plan(&planned, progress);
     let todo: Vec<PlannedCell> = planned.into_iter().filter(PlannedCell::runs).collect();
     let needs_training = todo
         .iter()
         .any(|p| matches!(p.cell.method, Method::Lora { .. }));
     let mut runner = Runner::new(exp, results, needs_training, progress);
     let (mut ran, mut failed, mut elsewhere) = (Vec::new(), Vec::new(), Vec::new());
-    let mut skipped = skipped;
     progress.begin("sweep", Some(todo.len() as u64));
     for plan in &todo {
         let id = plan.cell.id();
@@ -120,9 +125,7 @@ pub fn run_sweep(
         {
             Claim::Acquired(l) => l,
             Claim::Held(seen) => {
-                let who = seen
-                    .holder
-                    .map_or("another sweep".to_string(), |h| h.describe());
+                let who = seen.holder_name();
                 progress.note(&format!("{id}: being run by {who}; left to it"));
                 elsewhere.push((id, who));
                 progress.advance(1);
