@@ -114,6 +114,10 @@ pub fn long_context_answers(
     let mut answers = Vec::with_capacity(prompts.len());
     let gcfg = cfg.answer.generation();
     for chunk in prompts.chunks(cfg.answer.batch_size.max(1)) {
+        if let Err(e) = cfg.answer.check_interrupt(answers.len(), prompts.len()) {
+            progress.end();
+            return Err(e.into());
+        }
         let suffixes: Vec<Vec<u32>> = chunk.iter().map(|p| p[n..].to_vec()).collect();
         let g = generate_after_prefix(model, &prefix, &suffixes, &gcfg)?;
         answers.extend(answers_from(tokenizer, &g)?);

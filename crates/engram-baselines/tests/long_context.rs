@@ -28,6 +28,7 @@ fn cfg(tok: &ChatTokenizer, model: &Llama) -> LongContextConfig {
             batch_size: 3,
             max_new_tokens: 12,
             stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+            ..Default::default()
         },
         context_cap: None,
     }
@@ -93,4 +94,28 @@ fn empty_inputs_are_named() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no questions"), "{e}");
+}
+
+#[test]
+fn a_stop_request_ends_answering_between_batches() {
+    let (model, tok) = tiny();
+    let facts = facts();
+    let questions: Vec<String> = facts.iter().map(|f| f.question.clone()).collect();
+    let c = cfg(&tok, &model);
+    c.answer.interrupt.request(15);
+    let e = long_context_answers(&model, &tok, &facts, &questions, &c, None).expect_err("stopped");
+    assert_eq!(e.to_string(), "stopped by signal 15 after 0 of 8 answers");
+    let e = engram_model::answer_questions(&model, &tok, &questions, &c.answer, None)
+        .expect_err("stopped");
+    assert!(
+        matches!(
+            e,
+            engram_model::ModelError::Stopped {
+                signal: 15,
+                answered: 0,
+                total: 8
+            }
+        ),
+        "{e}"
+    );
 }

@@ -47,6 +47,7 @@ fn rag_answers_every_question_and_measures_retrieval() {
             batch_size: 3,
             max_new_tokens: 4,
             stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+            ..Default::default()
         },
         k: 5,
         retriever: Retriever::Bm25,

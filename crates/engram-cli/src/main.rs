@@ -5,6 +5,7 @@
 mod commands;
 mod loaded;
 mod progress;
+mod signals;
 
 use clap::{Parser, Subcommand};
 
@@ -56,6 +57,9 @@ fn main() {
         Command::Bench(b) => commands::bench::run(b),
     };
     if let Err(e) = result {
+        if let Some(signals::ExitStatus(code)) = e.downcast_ref() {
+            std::process::exit(*code);
+        }
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }

@@ -1,7 +1,9 @@
 //! `engram sweep --executor slurm` on a real Slurm (Debian's slurm-wlm as a single-node
 //! cluster on localhost, started by `.ci/run` with `../shared/notes/slurm/up.sh`): the tiny
 //! experiment's cells go through job arrays, every record appears, and the table equals a local
-//! sweep's. Skipped, with a message, where `sbatch` is absent or no cluster answers. The
+//! sweep's; a task requeued (`scontrol requeue`: SIGTERM) and then preempted (a job in the
+//! higher-priority partition: SIGUSR2, and engram requeues itself) mid-training resumes from its
+//! epoch checkpoint each time and ends with the record of an uninterrupted run. Skipped, with a message, where `sbatch` is absent or no cluster answers. The
 //! manifest's checks (a changed experiment, an index out of range) and a missing `sbatch` need
 //! no cluster and always run.
 
@@ -9,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use engram_testkit::sweeps::tiny_experiment;
+use engram_testkit::sweeps::{tiny_experiment, write};
 
 fn engram() -> Command {
     Command::new(env!("CARGO_BIN_EXE_engram"))
@@ -187,4 +189,147 @@ fn a_manifest_is_checked_against_the_experiment_and_its_index() {
             .env("PATH", dir.path()),
     );
     assert!(e.contains("needs `sbatch` on PATH"), "{e}");
+}
+
+/// Runs `c` (a Slurm client), asserting success; its stdout, trimmed.
+fn slurm(c: &mut Command) -> String {
+    ok(c).trim().to_string()
+}
+
+/// Waits (at most `secs`) for `done`, saying `what` if it never happens.
+fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "{what}: not after {secs} s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts a requeued job at once instead of after Slurm's fixed 120 s begin-time delay.
+fn kick(job: &str) {
+    wait_for(&format!("{job} pending after its requeue"), 120, || {
+        let out = Command::new("squeue")
+            .args(["-h", "-j", job, "-o", "%r"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "BeginTime"
+    });
+    slurm(Command::new("scontrol").args(["update", &format!("JobId={job}"), "StartTime=now"]));
+}
+
+fn json(p: &Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+}
+
+#[test]
+fn a_requeued_and_then_preempted_task_resumes_to_the_uninterrupted_record() {
+    if !cluster() {
+        eprintln!(
+            "SKIPPED: no Slurm cluster answers `sinfo` here (CI starts one: ../shared/notes/slurm/up.sh)"
+        );
+        return;
+    }
+    const CELL: &str = "n8-lora-r4";
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tiny_experiment(dir.path());
+    // Long enough to be interrupted twice: 300 epochs of 8 steps.
+    write(
+        dir.path(),
+        "configs/training/quick.toml",
+        "epochs = 300\nlr = 2e-3\nbatch_size = 1\nwarmup_epochs = 0.0\ndecay = false\n",
+    );
+    let local = dir.path().join("local");
+    ok(engram()
+        .args(["sweep", "--no-progress", "--only", CELL, "--results"])
+        .arg(&local)
+        .arg(&exp));
+    let r = dir.path().join("slurm");
+    let out = ok(engram()
+        .args(["sweep", "--executor", "slurm", "--partition", "debug"])
+        .args(["--only", CELL, "--results"])
+        .arg(&r)
+        .arg(&exp));
+    let job = out
+        .lines()
+        .find(|l| l.contains(".sbatch → job "))
+        .and_then(|l| l.rsplit("job ").next())
+        .unwrap_or_else(|| panic!("no array job in: {out}"))
+        .trim()
+        .to_string();
+    let table_job = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("table: job "))
+        .and_then(|l| l.split(',').next())
+        .unwrap_or_else(|| panic!("no table job in: {out}"))
+        .to_string();
+    let task = format!("{job}_0");
+    let work = r.join(format!("work/{CELL}"));
+    let train = work.join("train_record.json");
+
+    // 1. `scontrol requeue` after the first checkpoint: SIGTERM, the task stops at a step.
+    wait_for("a first epoch checkpoint", 300, || {
+        json(&train).is_some_and(|t| t["epochs"].as_array().is_some_and(|e| !e.is_empty()))
+    });
+    slurm(Command::new("scontrol").args(["requeue", &task]));
+    kick(&task);
+    // 2. Once the rerun is training from its checkpoint, a job in the `high` partition that
+    // needs the whole node preempts it: SIGUSR2 at once, and engram requeues itself.
+    wait_for("the requeued task training again", 300, || {
+        json(&train).is_some_and(|t| t["status"] == "running" && t["resumed_after_epoch"].is_u64())
+    });
+    let high = slurm(Command::new("sbatch").args([
+        "--parsable",
+        "-p",
+        "high",
+        "-c",
+        "2",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 2",
+    ]));
+    kick(&task);
+    let record = r.join(format!("cells/{CELL}.json"));
+    wait_for("the cell's record", 600, || record.exists());
+    wait_for("the table job", 300, || {
+        let q = Command::new("squeue")
+            .args(["-h", "-j", &format!("{table_job},{high}")])
+            .output()
+            .unwrap();
+        q.stdout.is_empty()
+    });
+
+    let log_path = std::fs::read_dir(r.join("launch"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join(format!("logs/{task}.out"));
+    let log = read(&log_path);
+    for want in [
+        format!("stopped by SIGTERM in {CELL}"),
+        format!("stopped by SIGUSR2 (the Slurm time limit's warning) in {CELL}"),
+        format!("Slurm job {task}: requeued (restart 2 of at most 3)"),
+    ] {
+        assert!(log.contains(&want), "{want}:\n{log}");
+    }
+    let (a, b) = (
+        json(&local.join(format!("cells/{CELL}.json"))).unwrap(),
+        json(&record).unwrap(),
+    );
+    assert_eq!(b["status"], "done", "{log}");
+    let resumed = b["metrics"]["resumed_after_epoch"].as_u64();
+    assert!(
+        resumed.is_some_and(|e| (2..300).contains(&e)),
+        "resumed after {resumed:?}:\n{log}"
+    );
+    for key in ["questions", "accuracy", "config_hash"] {
+        assert_eq!(a[key], b[key], "{key}");
+    }
+    assert_eq!(a["metrics"]["final_loss"], b["metrics"]["final_loss"]);
+    assert!(!r.join(format!("locks/{CELL}.lock")).exists());
 }

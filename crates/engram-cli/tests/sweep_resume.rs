@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use engram_testkit::sweeps::{tiny_experiment, write};
+use engram_testkit::sweeps::{has_checkpoint, tiny_experiment, write};
 
 fn repo() -> PathBuf {
     engram_testkit::repo()
@@ -67,17 +67,7 @@ fn a_killed_sweep_resumes_to_the_same_table_without_rerunning_finished_cells() {
     let ckpts = b.join("work/n8-lora-r4/checkpoints");
     let record = b.join("cells/n8-lora-r4.json");
     let t0 = Instant::now();
-    loop {
-        // A finished checkpoint (epoch-NNNN; epoch-NNNN.tmp is one being written).
-        let saved = std::fs::read_dir(&ckpts).is_ok_and(|d| {
-            d.flatten().any(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                name.starts_with("epoch-") && !name.contains('.')
-            })
-        });
-        if saved {
-            break;
-        }
+    while !has_checkpoint(&ckpts) {
         assert!(
             child.try_wait().unwrap().is_none(),
             "the sweep ended before it could be killed"
@@ -282,4 +272,55 @@ fn two_sweeps_at_once_run_each_cell_once_and_log_without_a_terminal() {
         "{log}"
     );
     assert!(!lock.exists());
+}
+
+#[test]
+fn devices_run_a_worker_each_and_every_cell_once_to_the_local_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tiny_experiment(dir.path());
+    let local = dir.path().join("local");
+    run_ok(sweep(&exp, &local));
+    let r = dir.path().join("devices");
+    let mut c = sweep(&exp, &r);
+    c.args(["--devices", "cpu,cpu"]);
+    let out = c.output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{log}");
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(table.contains("| 8 |"), "the table is printed: {table}");
+    assert!(log.contains("2 workers (cpu, cpu)"), "{log}");
+    for id in [
+        "n4-long-context",
+        "n4-rag",
+        "n4-lora-r4",
+        "n8-long-context",
+        "n8-rag",
+        "n8-lora-r4",
+    ] {
+        let ran: Vec<&str> = log
+            .lines()
+            .filter(|l| l.ends_with(&format!("] {id}: started")))
+            .collect();
+        assert_eq!(ran.len(), 1, "{id} ran once:\n{log}");
+    }
+    for w in ["[0:cpu]", "[1:cpu]"] {
+        assert!(
+            log.lines()
+                .any(|l| l.starts_with(w) && l.ends_with(": started")),
+            "worker {w} ran a cell:\n{log}"
+        );
+    }
+    assert!(log.contains("6 of 6 cells done on 2 devices"), "{log}");
+    assert_eq!(read(&r.join("table.md")), read(&local.join("table.md")));
+    assert_eq!(std::fs::read_dir(r.join("locks")).unwrap().count(), 0);
+
+    // A device this build cannot open is named before anything runs.
+    let mut c = sweep(&exp, &dir.path().join("bad"));
+    c.args(["--devices", "cpu,tpu:0"]);
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--devices entry 1: tpu:0"),
+        "{err}"
+    );
 }

@@ -6,7 +6,8 @@
 //! is the file's modification time, refreshed by a thread through the open handle while the
 //! claim is held, so a holder that died stops beating. A claim whose heartbeat is older than
 //! [`LockSettings::stale_after`] may be taken over, and so may one whose holder ran on this host
-//! and no longer exists; a live one never is. Taking over renames the
+//! and no longer exists, or was an earlier run of this process's own Slurm job (requeued: a
+//! higher `SLURM_RESTART_COUNT`); a live one never is. Taking over renames the
 //! stale file away first (a rename succeeds for one racer only), checks that what it moved is
 //! the file it judged stale (else it puts it back without overwriting anything), and only then
 //! creates its own claim exclusively — so two takers never both hold the cell.
@@ -58,6 +59,9 @@ pub struct Holder {
     pub pid: u32,
     /// Slurm job (`SLURM_JOB_ID`, with `_<task>` for an array task), if any.
     pub job: Option<String>,
+    /// Slurm's restart count of that job (`SLURM_RESTART_COUNT`: how often it was requeued).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<u32>,
     /// When the claim was taken (Unix seconds).
     pub since_unix: u64,
     /// Tells this claim from any other on the same path.
@@ -67,22 +71,14 @@ pub struct Holder {
 impl Holder {
     /// This process.
     pub fn me() -> Self {
-        let job = std::env::var("SLURM_JOB_ID").ok().map(|j| {
-            match (
-                std::env::var("SLURM_ARRAY_JOB_ID"),
-                std::env::var("SLURM_ARRAY_TASK_ID"),
-            ) {
-                (Ok(a), Ok(t)) => format!("{a}_{t}"),
-                _ => j,
-            }
-        });
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         Self {
             host: hostname(),
             pid: std::process::id(),
-            job,
+            job: slurm_job(),
+            restarts: slurm_restarts(),
             since_unix: now.as_secs(),
             token: format!(
                 "{:x}-{:x}-{}",
@@ -93,6 +89,14 @@ impl Holder {
         }
     }
 
+    /// Whether this claim was taken by an earlier run (a lower restart count) of Slurm job
+    /// `job` in its run number `restarts`.
+    fn earlier_run_of(&self, job: Option<&str>, restarts: Option<u32>) -> bool {
+        job.is_some()
+            && self.job.as_deref() == job
+            && restarts.unwrap_or(0) > self.restarts.unwrap_or(0)
+    }
+
     /// `host H, pid P[, job J]`.
     pub fn describe(&self) -> String {
         let job = self
@@ -101,6 +105,27 @@ impl Holder {
             .map_or(String::new(), |j| format!(", job {j}"));
         format!("host {}, pid {}{job}", self.host, self.pid)
     }
+}
+
+/// This process's Slurm job: `SLURM_JOB_ID`, or `<array job>_<task>` for an array task (the
+/// id `scontrol requeue` takes).
+pub fn slurm_job() -> Option<String> {
+    let j = std::env::var("SLURM_JOB_ID").ok()?;
+    Some(
+        match (
+            std::env::var("SLURM_ARRAY_JOB_ID"),
+            std::env::var("SLURM_ARRAY_TASK_ID"),
+        ) {
+            (Ok(a), Ok(t)) => format!("{a}_{t}"),
+            _ => j,
+        },
+    )
+}
+
+/// How often Slurm has requeued this process's job (`SLURM_RESTART_COUNT`; unset before the
+/// first requeue).
+pub fn slurm_restarts() -> Option<u32> {
+    std::env::var("SLURM_RESTART_COUNT").ok()?.parse().ok()
 }
 
 /// A claim seen from outside: its holder (`None` while it is being written) and the age of its
@@ -122,14 +147,16 @@ impl Seen {
             .map_or("a sweep starting up".to_string(), Holder::describe)
     }
 
-    /// Whether it may be taken over: its heartbeat is older than `stale_after`, or its holder
-    /// ran on this host and is gone (a killed or Ctrl-C'd local sweep frees its cells at once).
+    /// Whether it may be taken over: its heartbeat is older than `stale_after`, its holder
+    /// ran on this host and is gone (a killed or Ctrl-C'd local sweep frees its cells at once),
+    /// or its holder is an earlier run of this very Slurm job (a requeued task picks its cell up
+    /// at once, on whichever node it lands: Slurm never runs two instances of one job).
     pub fn is_stale(&self, s: &LockSettings) -> bool {
         self.age > s.stale_after
-            || self
-                .holder
-                .as_ref()
-                .is_some_and(|h| h.host == hostname() && !process_alive(h.pid))
+            || self.holder.as_ref().is_some_and(|h| {
+                (h.host == hostname() && !process_alive(h.pid))
+                    || h.earlier_run_of(slurm_job().as_deref(), slurm_restarts())
+            })
     }
 }
 
@@ -372,6 +399,29 @@ mod tests {
         };
         std::fs::write(&path, serde_json::to_vec(&remote).unwrap()).unwrap();
         held(claim(&path, &quick()).unwrap());
+    }
+
+    #[test]
+    fn a_requeued_job_recognizes_its_earlier_runs_claim() {
+        let earlier = Holder {
+            host: "node-a".into(),
+            job: Some("7_3".into()),
+            restarts: None,
+            ..Holder::me()
+        };
+        assert!(earlier.earlier_run_of(Some("7_3"), Some(1)));
+        assert!(!earlier.earlier_run_of(Some("7_3"), None), "the same run");
+        assert!(
+            !earlier.earlier_run_of(Some("7_4"), Some(1)),
+            "another task"
+        );
+        assert!(!earlier.earlier_run_of(None, Some(1)));
+        let second = Holder {
+            restarts: Some(2),
+            ..earlier
+        };
+        assert!(!second.earlier_run_of(Some("7_3"), Some(1)), "a later run");
+        assert!(second.earlier_run_of(Some("7_3"), Some(3)));
     }
 
     #[test]

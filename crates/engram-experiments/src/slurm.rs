@@ -16,6 +16,12 @@ use crate::launch::{Manifest, ResourceClass};
 pub const TIME_FACTOR: f64 = 2.0;
 /// Added to every `--time auto` request (seconds).
 pub const TIME_EXTRA_S: f64 = 900.0;
+/// How long before its time limit a task is warned (`--signal=B:USR2@…`, seconds): enough to
+/// finish a training step or an answer batch and requeue. Halved until it fits in a quarter of
+/// a short limit.
+pub const TIME_LIMIT_WARNING_S: u64 = 180;
+/// How often a task stopped by its time limit requeues itself before it gives up, by default.
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
 
 /// How to submit.
 #[derive(Debug, Clone, Default)]
@@ -38,6 +44,8 @@ pub struct SlurmOptions {
     pub setup: Vec<String>,
     /// Write the scripts and the manifest, submit nothing.
     pub emit_only: bool,
+    /// Requeues a task may make of itself when its time limit's warning stops it.
+    pub max_restarts: u32,
     /// The engram binary the tasks run (this one, normally; it must be visible from the
     /// compute nodes).
     pub engram: PathBuf,
@@ -68,6 +76,41 @@ pub fn auto_time(seconds: f64) -> String {
         s % 3600 / 60,
         s % 60
     )
+}
+
+/// Seconds in a Slurm time limit (`M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`); `None` for
+/// what this cannot read (`UNLIMITED`, …).
+pub fn slurm_seconds(t: &str) -> Option<u64> {
+    let (days, rest) = match t.split_once('-') {
+        Some((d, r)) => (d.parse::<u64>().ok()?, Some(r)),
+        None => (0, None),
+    };
+    let parts: Vec<u64> = rest
+        .unwrap_or(t)
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let (h, m, sec) = match (rest.is_some(), parts.as_slice()) {
+        (false, [m]) => (0, *m, 0),
+        (false, [m, s]) => (0, *m, *s),
+        (_, [h, m, s]) => (*h, *m, *s),
+        (true, [h]) => (*h, 0, 0),
+        (true, [h, m]) => (*h, *m, 0),
+        _ => return None,
+    };
+    Some(((days * 24 + h) * 60 + m) * 60 + sec)
+}
+
+/// The `--signal` warning for a time limit of `limit` seconds (unknown: the default).
+pub fn warning_seconds(limit: Option<u64>) -> u64 {
+    let mut w = TIME_LIMIT_WARNING_S;
+    while let Some(l) = limit
+        && w > 1
+        && w * 4 > l
+    {
+        w /= 2;
+    }
+    w
 }
 
 /// Single-quotes `s` for the shell.
@@ -118,6 +161,13 @@ pub fn array_script(
     opt(format!("--time={time}"));
     opt(format!("--output={}/%A_%a.out", logs.display()));
     opt("--open-mode=append".into());
+    // Preemption and time limits: requeueable, and warned (the batch process alone, which is
+    // engram itself: `exec` below) so that it stops at a step boundary and requeues itself.
+    opt("--requeue".into());
+    opt(format!(
+        "--signal=B:USR2@{}",
+        warning_seconds(slurm_seconds(&time))
+    ));
     for line in placement(o) {
         opt(line);
     }
@@ -136,12 +186,13 @@ pub fn array_script(
     ));
     s.push_str(&setup(o));
     s.push_str(&format!(
-        "exec {} sweep {} --configs {} --results {} --manifest {} --cell-index \"$SLURM_ARRAY_TASK_ID\" --no-progress\n",
+        "exec {} sweep {} --configs {} --results {} --manifest {} --cell-index \"$SLURM_ARRAY_TASK_ID\" --max-restarts {} --no-progress\n",
         path_arg(&o.engram),
         path_arg(&m.experiment),
         path_arg(&m.configs),
         path_arg(&m.results),
-        path_arg(manifest)
+        path_arg(manifest),
+        o.max_restarts
     ));
     s
 }
@@ -254,5 +305,20 @@ mod tests {
         assert_eq!(auto_time(3600.0), "0-02:15:00");
         assert_eq!(auto_time(86_400.0), "2-00:15:00");
         assert_eq!(quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn slurm_time_limits_are_read_and_warned_within_them() {
+        assert_eq!(slurm_seconds("0-00:15:00"), Some(900));
+        assert_eq!(slurm_seconds("90"), Some(5400));
+        assert_eq!(slurm_seconds("5:30"), Some(330));
+        assert_eq!(slurm_seconds("01:00:00"), Some(3600));
+        assert_eq!(slurm_seconds("2-3"), Some(2 * 86_400 + 3 * 3600));
+        assert_eq!(slurm_seconds("1-00:01"), Some(86_460));
+        assert_eq!(slurm_seconds("UNLIMITED"), None);
+        assert_eq!(warning_seconds(Some(900)), 180);
+        assert_eq!(warning_seconds(None), 180);
+        assert_eq!(warning_seconds(Some(300)), 45);
+        assert_eq!(warning_seconds(Some(2)), 1);
     }
 }

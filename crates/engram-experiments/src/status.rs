@@ -57,7 +57,7 @@ pub fn status(
                 let why = match state {
                     CellState::Stale => "its record has another configuration".to_string(),
                     CellState::Corrupt(why) => why.clone(),
-                    _ => "not run".to_string(),
+                    _ => progress(&dir.work_dir().join(&id)),
                 };
                 match stale {
                     Some(c) => Status::ToDo(format!(
@@ -72,6 +72,26 @@ pub fn status(
         out.push((id, s));
     }
     Ok(out)
+}
+
+/// What a cell without a record has done so far: `not run`, or the epochs its interrupted
+/// training checkpointed (`work/<cell>/train_record.json`).
+fn progress(work: &Path) -> String {
+    let rec: Option<serde_json::Value> = std::fs::read(work.join("train_record.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    match rec {
+        Some(r) => {
+            let done = r["epochs"].as_array().map_or(0, Vec::len);
+            let of = r["train"]["epochs"].as_u64().unwrap_or(0);
+            let how = match r["status"].as_str() {
+                Some("stopped") => "stopped",
+                _ => "interrupted",
+            };
+            format!("{how} after epoch {done} of {of}; resumes from its checkpoint")
+        }
+        None => "not run".to_string(),
+    }
 }
 
 /// The status report: a line per cell, then the counts.

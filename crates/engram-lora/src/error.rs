@@ -71,6 +71,20 @@ pub enum LoraError {
         /// What differs.
         problem: String,
     },
+    /// Training was asked to stop ([`engram_io::Stop`]: a signal) and ended at a step
+    /// boundary; the steps of the unfinished epoch are dropped, its checkpoints are kept.
+    #[error(
+        "stopped by signal {signal} in epoch {epoch}; {}",
+        match saved { 0 => "no epoch was checkpointed yet".to_string(), k => format!("the newest checkpoint holds epoch {k}, where a resumed run continues") }
+    )]
+    Stopped {
+        /// The signal that asked.
+        signal: usize,
+        /// The epoch that was running (1-based).
+        epoch: usize,
+        /// Epochs finished and checkpointed.
+        saved: usize,
+    },
 }
 
 impl LoraError {

@@ -39,7 +39,7 @@ impl EpochRecord {
 /// The record of a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrainRecord {
-    /// `running`, `finished` or `diverged`.
+    /// `running`, `finished`, `diverged` or `stopped` (asked to stop; resumable).
     pub status: String,
     /// The error that ended the run, if any.
     pub error: Option<String>,

@@ -1,14 +1,15 @@
 //! The LoRA trainer (TOFU / EnronQA conventions): AdamW on the adapters only, linear warm-up and
 //! linear decay ([`crate::schedule`]), gradient accumulation and clipping ([`crate::step`]),
 //! length-bucketed shuffled batches ([`crate::batches`]), per-epoch checkpoints and exact
-//! resume ([`crate::checkpoint`]). Progress goes to an [`engram_io::Progress`]; nothing here
-//! prints.
+//! resume ([`crate::checkpoint`]); a stop request ([`engram_io::Stop`]) ends a run at a step
+//! boundary, resumable from its newest checkpoint. Progress goes to an [`engram_io::Progress`];
+//! nothing here prints.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use engram_facts::Fact;
-use engram_io::{Progress, Quiet};
+use engram_io::{Progress, Quiet, Stop};
 use engram_model::{Llama, LoraConfig};
 use engram_tokenizer::ChatTokenizer;
 use sha2::{Digest, Sha256};
@@ -244,6 +245,7 @@ impl Trainer<'_> {
         data: &Data,
         epoch: usize,
         progress: &dyn Progress,
+        stop: &Stop,
     ) -> Result<(Llama, EpochRecord)> {
         let t = &self.train;
         let t0 = Instant::now();
@@ -253,6 +255,17 @@ impl Trainer<'_> {
         let mut last_loss = None;
         let groups: Vec<&[Vec<usize>]> = batches.chunks(t.grad_accum).collect();
         for (i, group) in groups.iter().enumerate() {
+            if let Some(signal) = stop.requested() {
+                run.record.status = "stopped".into();
+                let err = LoraError::Stopped {
+                    signal,
+                    epoch: epoch + 1,
+                    saved: run.state.epoch,
+                };
+                run.record.error = Some(err.to_string());
+                run.write_record()?;
+                return Err(err);
+            }
             lr = data.schedule.at(run.state.global_step);
             let g = gradients(
                 &model,
@@ -322,10 +335,11 @@ impl Trainer<'_> {
         data: &Data,
         out: &Path,
         progress: &dyn Progress,
+        stop: &Stop,
     ) -> Result<Llama> {
         for epoch in run.state.epoch..self.train.epochs {
             let rec;
-            (model, rec) = self.epoch(run, model, data, epoch, progress)?;
+            (model, rec) = self.epoch(run, model, data, epoch, progress, stop)?;
             progress.note(&rec.summary());
             run.state.epoch = epoch + 1;
             run.state.epochs.push(rec);
@@ -373,6 +387,24 @@ impl Trainer<'_> {
         resume: bool,
         progress: &dyn Progress,
     ) -> Result<TrainOutcome> {
+        self.run_until(model, facts, out, resume, progress, &Stop::new())
+    }
+
+    /// [`Trainer::run_with`] that ends early when `stop` is requested: at the next optimizer
+    /// step boundary it returns [`LoraError::Stopped`], having written the record as `stopped`
+    /// and left the newest epoch checkpoint as it was. The unfinished epoch's steps are
+    /// dropped, so that a run resumed from that checkpoint (`resume`) retraces exactly the
+    /// steps an uninterrupted run takes. A request during an epoch's last step lets the epoch
+    /// finish and be checkpointed first; one after the last epoch's last step changes nothing.
+    pub fn run_until(
+        &self,
+        model: Llama,
+        facts: &[Fact],
+        out: &Path,
+        resume: bool,
+        progress: &dyn Progress,
+        stop: &Stop,
+    ) -> Result<TrainOutcome> {
         self.validate(&model)?;
         let data = self.prepare(&model, facts)?;
         std::fs::create_dir_all(out).map_err(LoraError::io(out))?;
@@ -380,7 +412,7 @@ impl Trainer<'_> {
         progress.note(&model.trainable_parameters_line());
         progress.begin("train", Some(data.schedule.total as u64));
         progress.set_position(run.state.global_step as u64);
-        let trained = self.epochs(&mut run, model, &data, out, progress);
+        let trained = self.epochs(&mut run, model, &data, out, progress, stop);
         progress.end();
         let model = trained?;
         self.save_adapter(&model, out)?;

@@ -62,6 +62,7 @@ fn memorizes_twenty_facts_and_leaves_the_base_untouched() {
         batch_size: 8,
         max_new_tokens: 16,
         stop_ids: tok.stop_ids(&done.model.config.eos_token_ids),
+        ..Default::default()
     };
     let answers = answer_questions(&done.model, &tok, &questions, &cfg, None).unwrap();
     let hits = answers
@@ -181,6 +182,86 @@ fn resume_ends_on_the_same_adapter_as_an_uninterrupted_run() {
         .unwrap()
         .to_string();
     assert!(e.contains("cannot resume"), "{e}");
+}
+
+/// Asks `stop` to stop once `after` optimizer steps were reported.
+struct StopAfter {
+    after: u64,
+    seen: std::sync::atomic::AtomicU64,
+    stop: engram_io::Stop,
+}
+
+impl engram_io::Progress for StopAfter {
+    fn advance(&self, n: u64) {
+        let seen = self.seen.fetch_add(n, std::sync::atomic::Ordering::SeqCst) + n;
+        if seen >= self.after {
+            self.stop.request(10);
+        }
+    }
+}
+
+#[test]
+fn a_stop_ends_at_a_step_keeps_the_epoch_checkpoint_and_resumes_exactly() {
+    let _g = train_lock();
+    let facts = facts(10);
+    let (_, tok) = tiny(false);
+    // 10 facts in batches of 2, two per step: 3 steps an epoch.
+    let trainer = Trainer {
+        tokenizer: &tok,
+        lora: LoraConfig::new(4),
+        train: TrainConfig {
+            grad_accum: 2,
+            batch_size: 2,
+            ..quick(4, 5e-3)
+        },
+        base_model: "tiny-f32".into(),
+    };
+    let full = tempfile::tempdir().unwrap();
+    let (model, _) = tiny(true);
+    let uninterrupted = trainer.run(model, &facts, full.path(), false).unwrap();
+
+    // Stopped after the first step of epoch 3: that step is dropped, epoch 2 is kept.
+    let cut = tempfile::tempdir().unwrap();
+    let (model, _) = tiny(true);
+    let progress = StopAfter {
+        after: 7,
+        seen: 0.into(),
+        stop: engram_io::Stop::new(),
+    };
+    let e = trainer
+        .run_until(model, &facts, cut.path(), false, &progress, &progress.stop)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            e,
+            engram_lora::LoraError::Stopped {
+                signal: 10,
+                epoch: 3,
+                saved: 2
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("the newest checkpoint holds epoch 2"),
+        "{e}"
+    );
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cut.path().join("train_record.json")).unwrap())
+            .unwrap();
+    assert_eq!(rec["status"], "stopped");
+    assert_eq!(rec["epochs"].as_array().unwrap().len(), 2);
+    assert!(!cut.path().join("adapter_model.safetensors").exists());
+
+    let (model, _) = tiny(true);
+    let resumed = trainer.run(model, &facts, cut.path(), true).unwrap();
+    assert_eq!(resumed.record.resumed_after_epoch, Some(2));
+    assert_eq!(resumed.record.status, "finished");
+    assert_eq!(adapter_bytes(cut.path()), adapter_bytes(full.path()));
+    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
+    assert_eq!(losses(&resumed.record), losses(&uninterrupted.record));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use engram_io::Progress;
 use engram_tokenizer::{ChatTokenizer, Message};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 use crate::generate::{Generation, GenerationConfig, generate};
 use crate::llama::Llama;
 use crate::sampling::Sampling;
@@ -24,6 +24,9 @@ pub struct AnswerConfig {
     /// Ids that end an answer.
     #[serde(skip)]
     pub stop_ids: Vec<u32>,
+    /// A request to stop answering between batches (a signal); not part of a configuration.
+    #[serde(skip)]
+    pub interrupt: engram_io::Stop,
 }
 
 impl Default for AnswerConfig {
@@ -32,11 +35,25 @@ impl Default for AnswerConfig {
             batch_size: 8,
             max_new_tokens: 32,
             stop_ids: Vec::new(),
+            interrupt: engram_io::Stop::new(),
         }
     }
 }
 
 impl AnswerConfig {
+    /// [`ModelError::Stopped`] if [`AnswerConfig::interrupt`] was requested, with `answered`
+    /// of `total` answers made; answering loops call it between batches.
+    pub fn check_interrupt(&self, answered: usize, total: usize) -> Result<()> {
+        match self.interrupt.requested() {
+            Some(signal) => Err(ModelError::Stopped {
+                signal,
+                answered,
+                total,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Greedy generation with these limits and stop ids.
     pub fn generation(&self) -> GenerationConfig {
         GenerationConfig {
@@ -97,7 +114,13 @@ pub fn answer_prompts(
     let gen_cfg = cfg.generation();
     progress.begin("answering", Some(prompts.len() as u64));
     let mut answers: Vec<Option<Answer>> = vec![None; prompts.len()];
+    let mut answered = 0;
     for chunk in order.chunks(cfg.batch_size.max(1)) {
+        if let Err(e) = cfg.check_interrupt(answered, prompts.len()) {
+            progress.end();
+            return Err(e);
+        }
+        answered += chunk.len();
         let batch: Vec<Vec<u32>> = chunk.iter().map(|&i| prompts[i].clone()).collect();
         let out = generate(&model, &batch, &gen_cfg)?;
         for (&i, a) in chunk.iter().zip(answers_from(tokenizer, &out)?) {

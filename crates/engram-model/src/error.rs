@@ -79,6 +79,17 @@ pub enum ModelError {
     /// A bad argument to generation (empty prompt, a prompt longer than the context...).
     #[error("{0}")]
     Generation(String),
+    /// Answering was asked to stop ([`engram_io::Stop`]: a signal) and ended between
+    /// generation batches; the answers made so far are dropped.
+    #[error("stopped by signal {signal} after {answered} of {total} answers")]
+    Stopped {
+        /// The signal that asked.
+        signal: usize,
+        /// Answers finished.
+        answered: usize,
+        /// Answers asked for.
+        total: usize,
+    },
 }
 
 /// Result alias of this crate.

@@ -75,6 +75,7 @@ pub fn rephrased_hits(
         batch_size: batch,
         max_new_tokens: max_new,
         stop_ids: tok.stop_ids(&model.config.eos_token_ids),
+        ..Default::default()
     };
     let answers = engram_model::answer_questions(model, tok, &questions, &cfg, None).unwrap();
     answers

@@ -41,3 +41,14 @@ pub fn tiny_experiment(root: &Path) -> PathBuf {
     );
     root.join("experiments/tiny.toml")
 }
+
+/// Whether `checkpoints` (a training run's `checkpoints/` directory) holds a finished epoch
+/// checkpoint (`epoch-NNNN`; `epoch-NNNN.tmp…` is one being written).
+pub fn has_checkpoint(checkpoints: &Path) -> bool {
+    std::fs::read_dir(checkpoints).is_ok_and(|d| {
+        d.flatten().any(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("epoch-") && !name.contains('.')
+        })
+    })
+}

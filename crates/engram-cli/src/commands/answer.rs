@@ -135,6 +135,7 @@ pub fn run(a: AnswerArgs) -> Result<()> {
         batch_size: a.batch_size,
         max_new_tokens: a.max_new_tokens,
         stop_ids: session.stop_ids.clone(),
+        ..Default::default()
     };
     let run = answer_by(
         &method,

@@ -10,11 +10,12 @@ use clap::Args;
 use engram_experiments::TrainingPreset;
 use engram_facts::{Fact, read_facts};
 use engram_judge::exact_match;
-use engram_lora::{AdapterCompute, BatchLayout, Trainer};
+use engram_lora::{AdapterCompute, BatchLayout, LoraError, Trainer};
 use engram_model::{AnswerConfig, LoraTarget, answer_questions};
 
 use crate::loaded::ModelArgs;
 use crate::progress::Bars;
+use crate::signals::{self, ExitStatus};
 
 /// Arguments of `engram train`.
 #[derive(Args, Debug)]
@@ -205,9 +206,24 @@ pub fn run(a: TrainArgs) -> Result<()> {
         trainer.lora.alpha,
         a.model.backend
     );
-    let done = trainer
-        .run_with(session.model, &facts, &a.out, a.resume, &Bars::new(true))
-        .with_context(|| format!("training into {}", a.out.display()))?;
+    let stop = signals::install()?;
+    let done = match trainer.run_until(
+        session.model,
+        &facts,
+        &a.out,
+        a.resume,
+        &Bars::new(true),
+        &stop,
+    ) {
+        Err(e @ LoraError::Stopped { signal, .. }) => {
+            eprintln!(
+                "{e}: run the same command with --resume to go on ({})",
+                a.out.display()
+            );
+            return Err(ExitStatus(signals::exit_status(signal)).into());
+        }
+        r => r.with_context(|| format!("training into {}", a.out.display()))?,
+    };
     let last = done.record.epochs.last();
     eprintln!(
         "wrote {} (final loss {:.4})",
@@ -219,6 +235,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
             batch_size: settings.train.batch_size.max(8),
             max_new_tokens: a.max_new_tokens,
             stop_ids: session.stop_ids.clone(),
+            ..Default::default()
         };
         let bars = Bars::new(true);
         let which: [(&str, Pick); 2] = [

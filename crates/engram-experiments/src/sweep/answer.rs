@@ -48,7 +48,7 @@ impl Runner<'_> {
     /// Trains the adapters of a LoRA cell of `rank` into `work`.
     fn train(&mut self, rank: usize, facts: &[Fact], work: &Path) -> Result<TrainOutcome> {
         let exp = self.exp;
-        let progress = self.progress;
+        let (progress, stop) = (self.progress, self.stop.clone());
         let s = self.session()?;
         let trainer = Trainer {
             tokenizer: &s.tokenizer,
@@ -57,12 +57,13 @@ impl Runner<'_> {
             base_model: exp.model_source(),
         };
         trainer
-            .run_with(
+            .run_until(
                 s.model.clone(),
                 facts,
                 work,
                 true,
                 progress.subtask().as_ref(),
+                &stop,
             )
             .with_context(|| format!("training into {}", work.display()))
     }
@@ -75,7 +76,7 @@ impl Runner<'_> {
         hash: &str,
         work: &Path,
     ) -> Result<SavedAnswers> {
-        let (exp, progress) = (self.exp, self.progress);
+        let (exp, progress, stop) = (self.exp, self.progress, self.stop.clone());
         let questions: Vec<String> = facts.iter().map(|f| f.question.clone()).collect();
         if matches!(cell.method, Method::Lora { .. }) {
             self.check_memory(cell, facts)?;
@@ -106,6 +107,7 @@ impl Runner<'_> {
         };
         let cfg = AnswerConfig {
             stop_ids: session.stop_ids.clone(),
+            interrupt: stop,
             ..exp.answer.clone()
         };
         let model = trained.as_ref().map_or(&session.model, |t| &t.model);

@@ -23,11 +23,21 @@ struct Judged {
     counts: Option<JudgeCounts>,
 }
 
+/// How a cell ended.
+pub enum CellOutcome {
+    /// With a record to write (done, NA or failed).
+    Record(Box<CellRecord>),
+    /// Asked to stop (a signal) before it could finish: no record, its checkpoints and saved
+    /// answers kept for the run that resumes it. Holds what stopped it.
+    Stopped(String),
+}
+
 impl Runner<'_> {
-    /// Runs `plan` on `facts`; whatever goes wrong (a panic included) is a failed record.
-    pub fn run_guarded(&mut self, plan: &PlannedCell, facts: &[Fact]) -> CellRecord {
+    /// Runs `plan` on `facts`; whatever goes wrong (a panic included) is a failed record,
+    /// unless stopping was asked for: then the cell is left unrecorded, to be resumed.
+    pub fn run_guarded(&mut self, plan: &PlannedCell, facts: &[Fact]) -> CellOutcome {
         let t0 = Instant::now();
-        std::panic::catch_unwind(AssertUnwindSafe(|| self.run_cell(plan, facts)))
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| self.run_cell(plan, facts)))
             .unwrap_or_else(|panic| {
                 let msg = panic
                     .downcast_ref::<String>()
@@ -35,10 +45,18 @@ impl Runner<'_> {
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "unknown panic".into());
                 Err(anyhow!("panicked: {msg}"))
-            })
-            .unwrap_or_else(|e| {
-                self.failed_record(plan, format!("{e:#}"), t0.elapsed().as_secs_f64())
-            })
+            });
+        match result {
+            Ok(record) => CellOutcome::Record(Box::new(record)),
+            // A failure while stopping is most likely the stop itself; either way the cell
+            // runs again next time, as a failed one would.
+            Err(e) if self.stop.requested().is_some() => CellOutcome::Stopped(format!("{e:#}")),
+            Err(e) => CellOutcome::Record(Box::new(self.failed_record(
+                plan,
+                format!("{e:#}"),
+                t0.elapsed().as_secs_f64(),
+            ))),
+        }
     }
 
     fn run_cell(&mut self, plan: &PlannedCell, facts: &[Fact]) -> Result<CellRecord> {

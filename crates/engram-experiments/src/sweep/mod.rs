@@ -12,6 +12,10 @@
 //! claim ([`crate::lock`]); a cell claimed by a live sweep elsewhere is left to it (reported),
 //! and a cell found done once its claim is held (another sweep finished it) is not run again.
 //!
+//! A sweep asked to stop ([`SweepOptions::stop`]: a signal) ends its running cell at the next
+//! training step or answer batch without a record — its checkpoints and saved answers stay for
+//! the run that resumes it — starts no further cell, and says so in [`SweepReport::stopped`].
+//!
 //! - [`runner`]: the model, encoder and judge, loaded when a cell first needs them;
 //! - [`cell`]: one cell from its saved or fresh answers to its record;
 //! - [`answer`]: a cell's answers by its method (training first, for LoRA);
@@ -25,7 +29,7 @@ pub mod work;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow};
-use engram_io::Progress;
+use engram_io::{Progress, Stop};
 
 use crate::cells::Method;
 use crate::experiment::Experiment;
@@ -35,6 +39,7 @@ use crate::lock::{self, Claim, LockSettings};
 use crate::plan::{CellState, PlannedCell, plan, state_of};
 use crate::record::{CellRecord, CellStatus, ResultsDir};
 use crate::render::{Rendered, render_dir};
+use cell::CellOutcome;
 use runner::Runner;
 
 /// The Burn release engram is built on (recorded in every cell).
@@ -51,6 +56,20 @@ pub struct SweepOptions {
     pub locks: LockSettings,
     /// A Slurm task's frozen cell (`only` selects it), checked against the plan before it runs.
     pub frozen: Option<FrozenTask>,
+    /// A request to stop (the binary's signal handlers set it): the running cell ends at its
+    /// next training step or answer batch, unrecorded and resumable, and no further cell starts.
+    pub stop: Stop,
+}
+
+/// Why and where a sweep stopped before its end.
+#[derive(Debug, Clone)]
+pub struct Stopped {
+    /// The signal that asked.
+    pub signal: usize,
+    /// The cell it interrupted (`None`: it stopped between cells), and what that cell said.
+    pub cell: Option<(String, String)>,
+    /// Cells not started because of it.
+    pub not_started: usize,
 }
 
 /// What a sweep did, and the table it rendered at the end.
@@ -65,6 +84,8 @@ pub struct SweepReport {
     pub elsewhere: Vec<(String, String)>,
     /// Cells that failed (id, error).
     pub failed: Vec<(String, String)>,
+    /// Set when the sweep was asked to stop and did before its end.
+    pub stopped: Option<Stopped>,
     /// The rendered views of the results directory.
     pub rendered: Rendered,
 }
@@ -113,11 +134,20 @@ pub fn run_sweep(
     let needs_training = todo
         .iter()
         .any(|p| matches!(p.cell.method, Method::Lora { .. }));
-    let mut runner = Runner::new(exp, results, needs_training, progress);
+    let mut runner = Runner::new(exp, results, needs_training, progress, opts.stop.clone());
     let (mut ran, mut failed, mut elsewhere) = (Vec::new(), Vec::new(), Vec::new());
+    let mut stopped = None;
     progress.begin("sweep", Some(todo.len() as u64));
-    for plan in &todo {
+    for (i, plan) in todo.iter().enumerate() {
         let id = plan.cell.id();
+        if let Some(signal) = opts.stop.requested() {
+            stopped = Some(Stopped {
+                signal,
+                cell: None,
+                not_started: todo.len() - i,
+            });
+            break;
+        }
         progress.status(&id);
         let lock_path = runner.results.lock_path(&id);
         let _claim = match lock::claim(&lock_path, &opts.locks)
@@ -139,7 +169,20 @@ pub fn run_sweep(
             continue;
         }
         progress.note(&format!("{id}: started"));
-        let record = runner.run_guarded(plan, &samples[&plan.cell.facts]);
+        let record = match runner.run_guarded(plan, &samples[&plan.cell.facts]) {
+            CellOutcome::Record(r) => r,
+            CellOutcome::Stopped(why) => {
+                progress.note(&format!(
+                    "{id}: stopped; no record written, its checkpoints and saved answers are kept"
+                ));
+                stopped = Some(Stopped {
+                    signal: opts.stop.requested().unwrap_or(1),
+                    cell: Some((id, why)),
+                    not_started: todo.len() - i - 1,
+                });
+                break;
+            }
+        };
         runner.results.write(&record)?;
         if record.status == CellStatus::Failed {
             failed.push((id.clone(), record.error.clone().unwrap_or_default()));
@@ -157,6 +200,7 @@ pub fn run_sweep(
         skipped,
         elsewhere,
         failed,
+        stopped,
         rendered,
     })
 }

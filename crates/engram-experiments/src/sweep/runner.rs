@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use engram_baselines::rag::BertEncoder;
-use engram_io::Progress;
+use engram_io::{Progress, Stop};
 use engram_judge::Judge;
 use engram_model::{Session, SessionSpec};
 
@@ -18,6 +18,9 @@ pub struct Runner<'a> {
     pub results: ResultsDir,
     /// Where the sweep reports.
     pub progress: &'a dyn Progress,
+    /// A request to stop (a signal): training ends at its next step, answering at its next
+    /// batch, the sweep before its next cell.
+    pub stop: Stop,
     needs_training: bool,
     session: Option<Session>,
     encoder: Option<BertEncoder>,
@@ -31,11 +34,13 @@ impl<'a> Runner<'a> {
         results: ResultsDir,
         needs_training: bool,
         progress: &'a dyn Progress,
+        stop: Stop,
     ) -> Self {
         Self {
             exp,
             results,
             progress,
+            stop,
             needs_training,
             session: None,
             encoder: None,

@@ -74,6 +74,7 @@ pub fn run(a: LongContextBenchArgs) -> Result<()> {
             batch_size: a.batch_size,
             max_new_tokens: a.max_new_tokens,
             stop_ids: loaded.stop_ids.clone(),
+            ..Default::default()
         },
         context_cap: None,
     };

@@ -1,16 +1,23 @@
-//! `engram sweep`: run an experiment's cells (facts × methods), resumably, and render its table.
+//! `engram sweep`: run an experiment's cells (facts × methods), resumably, and render its table
+//! — here, on several local devices ([`devices`]) or as Slurm job arrays ([`submit`]); a sweep
+//! asked to stop says what it kept ([`stopped`]).
+
+mod devices;
+mod stopped;
+mod submit;
 
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use engram_experiments::estimate::default_flops;
-use engram_experiments::launch::{Manifest, freeze};
+use engram_experiments::launch::Manifest;
 use engram_experiments::lock::LockSettings;
-use engram_experiments::slurm::{self, SlurmOptions};
+use engram_experiments::slurm;
 use engram_experiments::{Experiment, SweepOptions, default_configs_dir, run_sweep};
 
 use crate::progress::Bars;
+use crate::signals;
 
 /// Arguments of `engram sweep`.
 #[derive(Args, Debug)]
@@ -39,6 +46,14 @@ pub struct SweepArgs {
     /// Log lines only, no progress bars (also when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
+    /// Run on this device instead of the experiment's backend: cpu, wgpu[:N], cuda[:N] (the
+    /// backend is not part of a cell's configuration: records stay valid).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Several devices of this machine, one cell on each at a time (comma-separated, e.g.
+    /// cuda:0,cuda:1): one worker process per device, sharing the results through the claims.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["device", "manifest"])]
+    pub devices: Vec<String>,
     /// Where the cells run: here, one after another (`local`), or as Slurm job arrays
     /// (`slurm`: submits and returns; follow with --status).
     #[arg(long, value_enum, default_value = "local")]
@@ -71,6 +86,10 @@ pub struct SweepArgs {
     /// Write the manifest and the Slurm scripts, submit nothing.
     #[arg(long)]
     pub emit_only: bool,
+    /// How often a Slurm task stopped by its time limit (SIGUSR2) requeues itself to resume
+    /// from its checkpoint (counted by SLURM_RESTART_COUNT) before it gives up.
+    #[arg(long, default_value_t = slurm::DEFAULT_MAX_RESTARTS)]
+    pub max_restarts: u32,
     /// (What a Slurm task runs.) The launch manifest to take the cell from.
     #[arg(long, requires = "cell_index")]
     pub manifest: Option<PathBuf>,
@@ -94,7 +113,10 @@ pub fn run(a: SweepArgs) -> Result<()> {
         .configs
         .clone()
         .unwrap_or_else(|| default_configs_dir(&a.experiment));
-    let exp = Experiment::load(&a.experiment, &configs)?;
+    let mut exp = Experiment::load(&a.experiment, &configs)?;
+    if let Some(d) = &a.device {
+        exp.backend = d.clone();
+    }
     let results = a
         .results
         .clone()
@@ -112,7 +134,12 @@ pub fn run(a: SweepArgs) -> Result<()> {
         _ => (results, a.only.clone(), None),
     };
     if a.executor == Executor::Slurm && a.manifest.is_none() && !a.status && !a.dry_run {
-        return submit(&a, &exp, &configs, &results, flops);
+        if !a.devices.is_empty() {
+            bail!(
+                "--devices runs the cells here; with --executor slurm ask for GPUs with --gpus-per-cell"
+            );
+        }
+        return submit::submit(&a, &exp, &configs, &results, flops);
     }
     if a.status {
         let cells = engram_experiments::status::status(&exp, &results, &only, &locks)?;
@@ -126,6 +153,10 @@ pub fn run(a: SweepArgs) -> Result<()> {
         );
         return Ok(());
     }
+    if !a.devices.is_empty() {
+        return devices::run_on_devices(&a, &exp, &configs, &results, &a.devices);
+    }
+    let stop = signals::install()?;
     let report = run_sweep(
         &exp,
         &SweepOptions {
@@ -133,9 +164,13 @@ pub fn run(a: SweepArgs) -> Result<()> {
             only,
             locks,
             frozen,
+            stop: stop.clone(),
         },
         &Bars::new(!a.no_progress),
     )?;
+    if let Some(st) = &report.stopped {
+        return stopped::stopped(st, &a, &stop);
+    }
     println!("{}", report.rendered.markdown);
     eprintln!(
         "{} cells run, {} already done{}; table, plot and per-fact view in {}",
@@ -155,60 +190,6 @@ pub fn run(a: SweepArgs) -> Result<()> {
             "{} cells failed (recorded; rerun the sweep to try them again)",
             report.failed.len()
         );
-    }
-    Ok(())
-}
-
-/// `--executor slurm`: freeze the cells to do, write the scripts, submit (unless --emit-only).
-fn submit(
-    a: &SweepArgs,
-    exp: &Experiment,
-    configs: &std::path::Path,
-    results: &std::path::Path,
-    flops: f64,
-) -> Result<()> {
-    let m = freeze(exp, configs, results, &a.only, flops)?;
-    let opts = SlurmOptions {
-        partition: a.partition.clone(),
-        account: a.account.clone(),
-        qos: a.qos.clone(),
-        time: (a.time != "auto").then(|| a.time.clone()),
-        gpus_per_cell: a.gpus_per_cell,
-        max_parallel: a.max_parallel,
-        sbatch_args: a.sbatch_args.clone(),
-        setup: a.setup.clone(),
-        emit_only: a.emit_only,
-        engram: std::env::current_exe()?,
-    };
-    let launch = slurm::launch(&m, &opts)?;
-    println!(
-        "manifest {} ({} cells to run)",
-        launch.manifest.display(),
-        m.cells.len()
-    );
-    for (class, script) in m.classes.iter().zip(&launch.scripts) {
-        let job = launch
-            .arrays
-            .iter()
-            .find(|(c, _)| *c == class.name)
-            .map_or("not submitted".to_string(), |(_, id)| format!("job {id}"));
-        println!(
-            "  {}: {} cells, {} → {job}",
-            class.name,
-            class.count,
-            script.display()
-        );
-    }
-    match &launch.table_job {
-        Some(id) => println!(
-            "  table: job {id}, once the arrays end; follow with: engram sweep {} --status",
-            exp.path.display()
-        ),
-        None if m.cells.is_empty() => println!("nothing to run: every cell is done"),
-        None => println!(
-            "--emit-only: nothing submitted (sbatch each script, then {})",
-            launch.scripts.last().expect("table script").display()
-        ),
     }
     Ok(())
 }
