@@ -37,6 +37,9 @@ enum Command {
     Fetch(commands::fetch::FetchArgs),
     /// Check a device against transformers' references and the CPU backend in about a minute.
     Selftest(commands::selftest::SelftestArgs),
+    /// Turn a folder of documents into a corpus: read mail, text, Markdown, HTML; filter it.
+    #[command(subcommand)]
+    Corpus(commands::corpus::CorpusCommand),
     /// Benchmarks that print figures (and a peer's, measured in the same run).
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -54,6 +57,7 @@ fn main() {
         Command::Sweep(a) => commands::sweep::run(a),
         Command::Table(a) => commands::table::run(a),
         Command::Selftest(a) => commands::selftest::run(a),
+        Command::Corpus(c) => commands::corpus::run(c),
         Command::Bench(b) => commands::bench::run(b),
     };
     if let Err(e) = result {

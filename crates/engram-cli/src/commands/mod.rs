@@ -2,6 +2,7 @@
 
 pub mod answer;
 pub mod bench;
+pub mod corpus;
 pub mod fetch;
 pub mod generate;
 pub mod judge;

@@ -4,6 +4,7 @@
 
 pub mod batches;
 pub mod child;
+pub mod corpus;
 pub mod generate;
 pub mod long_context;
 pub mod peer;
@@ -25,6 +26,8 @@ pub enum BenchCommand {
     LongContext(long_context::LongContextBenchArgs),
     /// Padding share and distinct shapes of the trainer's batches, padded and packed.
     Batches(batches::BatchesBenchArgs),
+    /// Documents/s reading a mail folder and deduplicating synthetic documents with MinHash.
+    Corpus(corpus::CorpusBenchArgs),
 }
 
 /// Runs a benchmark.
@@ -34,5 +37,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Train(a) => train::run(a),
         BenchCommand::LongContext(a) => long_context::run(a),
         BenchCommand::Batches(a) => batches::run(a),
+        BenchCommand::Corpus(a) => corpus::run(a),
     }
 }

@@ -1,0 +1,203 @@
+//! `engram corpus`: a folder of documents as a corpus — `ingest` reads mail, text, Markdown
+//! and HTML into a corpus directory, `filter` applies EnronQA §3.1's filters and says, with
+//! `--explain ID`, why a document was dropped.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use engram_corpus::filter::language::LanguageConfig;
+use engram_corpus::filter::minhash::NearDupConfig;
+use engram_corpus::{Corpus, FilterConfig, corpus::FilterSummary, filter, ingest};
+
+use crate::progress::Bars;
+
+/// `engram corpus …`.
+#[derive(Subcommand, Debug)]
+pub enum CorpusCommand {
+    /// Read documents (RFC 822 mail, .eml, mbox, maildir trees, text, Markdown, HTML) into a
+    /// corpus directory: documents.jsonl and manifest.json (unreadable files named there).
+    Ingest(IngestArgs),
+    /// Filter a corpus (exact, MinHash and quoted-subset dedup, Gopher quality, language):
+    /// kept.jsonl, decisions.jsonl and the counts per rule in manifest.json.
+    Filter(FilterArgs),
+}
+
+/// Arguments of `engram corpus ingest`.
+#[derive(Args, Debug)]
+pub struct IngestArgs {
+    /// Files and directories to read (directories recursively).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// The corpus directory to write.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Arguments of `engram corpus filter`.
+#[derive(Args, Debug)]
+pub struct FilterArgs {
+    /// The corpus directory (made by `engram corpus ingest`).
+    pub corpus: PathBuf,
+    /// Settings from a TOML file (keys: exact, [near], [subset], [quality], [language]);
+    /// the flags below override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Jaccard similarity that makes a near-duplicate.
+    #[arg(long)]
+    pub jaccard: Option<f64>,
+    /// MinHash LSH bands.
+    #[arg(long)]
+    pub bands: Option<usize>,
+    /// MinHash rows per band.
+    #[arg(long)]
+    pub rows: Option<usize>,
+    /// Seed of the MinHash functions.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The language to keep (ISO 639-3: eng, deu, fra …); `any` turns identification off.
+    #[arg(long)]
+    pub language: Option<String>,
+    /// The smallest confidence of the language identification.
+    #[arg(long)]
+    pub min_confidence: Option<f64>,
+    /// Fewest words a document may have (Gopher: 50).
+    #[arg(long)]
+    pub min_words: Option<usize>,
+    /// Say why document ID was kept or dropped (from the last filter run); filter nothing.
+    #[arg(long)]
+    pub explain: Option<String>,
+}
+
+/// Runs `engram corpus …`.
+pub fn run(cmd: CorpusCommand) -> Result<()> {
+    match cmd {
+        CorpusCommand::Ingest(a) => run_ingest(a),
+        CorpusCommand::Filter(a) => run_filter(a),
+    }
+}
+
+fn run_ingest(a: IngestArgs) -> Result<()> {
+    let got = ingest(&a.paths, &Bars::new(true))?;
+    let corpus = Corpus::at(&a.out);
+    let m = corpus
+        .write_ingested(&a.paths, &got)
+        .with_context(|| format!("writing the corpus {}", a.out.display()))?;
+    let kinds: Vec<String> = m.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    println!(
+        "{} documents ({}) from {} files → {}",
+        m.documents,
+        kinds.join(", "),
+        m.files,
+        a.out.display()
+    );
+    if !m.unreadable.is_empty() {
+        let reasons: Vec<String> = m
+            .unreadable_by_reason
+            .iter()
+            .map(|(r, n)| format!("{r}: {n}"))
+            .collect();
+        println!(
+            "{} unreadable ({}); each is named in {}",
+            m.unreadable.len(),
+            reasons.join(", "),
+            a.out.join("manifest.json").display()
+        );
+    }
+    Ok(())
+}
+
+/// The filter settings: the defaults, the --config file, then the flags.
+fn settings(a: &FilterArgs) -> Result<FilterConfig> {
+    let mut cfg = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| p.display().to_string())?;
+            toml::from_str(&text)
+                .with_context(|| format!("{}: bad filter settings", p.display()))?
+        }
+        None => FilterConfig::default(),
+    };
+    if a.jaccard.is_some() || a.bands.is_some() || a.rows.is_some() || a.seed.is_some() {
+        let n = cfg.near.get_or_insert_with(NearDupConfig::default);
+        n.jaccard = a.jaccard.unwrap_or(n.jaccard);
+        n.bands = a.bands.unwrap_or(n.bands);
+        n.rows = a.rows.unwrap_or(n.rows);
+        n.seed = a.seed.unwrap_or(n.seed);
+    }
+    match a.language.as_deref() {
+        Some("any") => cfg.language = None,
+        Some(l) => {
+            cfg.language
+                .get_or_insert_with(LanguageConfig::default)
+                .keep = l.into()
+        }
+        None => {}
+    }
+    if let (Some(c), Some(l)) = (a.min_confidence, cfg.language.as_mut()) {
+        l.min_confidence = c;
+    }
+    if let (Some(w), Some(q)) = (a.min_words, cfg.quality.as_mut()) {
+        q.min_words = w;
+    }
+    Ok(cfg)
+}
+
+fn run_filter(a: FilterArgs) -> Result<()> {
+    let corpus = Corpus::at(&a.corpus);
+    let mut manifest = corpus.manifest()?;
+    if let Some(id) = &a.explain {
+        return explain(&corpus, id);
+    }
+    let cfg = settings(&a)?;
+    let docs = corpus.documents()?;
+    let report = filter(&docs, &cfg, &Bars::new(true))?;
+    let kept: Vec<&engram_corpus::Document> = report.kept().into_iter().map(|i| &docs[i]).collect();
+    let summary = FilterSummary {
+        settings: cfg,
+        kept: kept.len(),
+        dropped_by_rule: report.dropped_by_rule.clone(),
+    };
+    corpus.write_filtered(&mut manifest, &kept, &report.decisions, summary)?;
+    println!(
+        "{} of {} documents kept → {}",
+        kept.len(),
+        docs.len(),
+        a.corpus.join("kept.jsonl").display()
+    );
+    for (rule, n) in &report.dropped_by_rule {
+        println!("  {rule:<28} {n:>6} dropped");
+    }
+    Ok(())
+}
+
+fn explain(corpus: &Corpus, id: &str) -> Result<()> {
+    let decisions = corpus
+        .decisions()
+        .context("no filter results yet: run `engram corpus filter` first")?;
+    let Some(d) = decisions.iter().find(|d| d.id == id) else {
+        bail!("{id}: no such document in {}", corpus.dir.display());
+    };
+    let docs = corpus.documents()?;
+    let doc = docs
+        .iter()
+        .find(|x| x.id == id)
+        .expect("decided documents exist");
+    let p = &doc.provenance;
+    println!(
+        "{id}: {} ({}{})",
+        doc.title.as_deref().unwrap_or("untitled"),
+        p.file,
+        p.message_id
+            .as_ref()
+            .map_or(String::new(), |m| format!(", {m}"))
+    );
+    match (d.kept, &d.rule, &d.detail) {
+        (true, _, _) => println!("kept: it passed every rule"),
+        (false, Some(rule), detail) => println!(
+            "dropped by {rule}: {}",
+            detail.as_deref().unwrap_or("(no detail)")
+        ),
+        (false, None, _) => println!("dropped"),
+    }
+    Ok(())
+}
