@@ -115,6 +115,35 @@ fn ingest_filter_and_explain_on_real_mail() {
             && err.contains("quality:too-few-words"),
         "{err}"
     );
+    // Settings from a file: applied (the sections left out keep their defaults), unknown keys
+    // named.
+    let cfg = dir.path().join("filter.toml");
+    std::fs::write(
+        &cfg,
+        "exact = true\n[near]\njaccard = 0.8\n[quality]\nmin_words = 20\n",
+    )
+    .unwrap();
+    let (ok, out, err) = run(engram()
+        .args(["corpus", "filter"])
+        .arg(&c)
+        .arg("--config")
+        .arg(&cfg));
+    assert!(ok, "{err}");
+    assert!(out.contains("language"), "{out}");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(c.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["filter"]["settings"]["near"]["jaccard"], 0.8);
+    assert_eq!(m["filter"]["settings"]["quality"]["min_words"], 20);
+    std::fs::write(&cfg, "[near]\nbogus = 1\n").unwrap();
+    let (ok, _, err) = run(engram()
+        .args(["corpus", "filter"])
+        .arg(&c)
+        .arg("--config")
+        .arg(&cfg));
+    assert!(
+        !ok && err.contains("filter.toml") && err.contains("bogus"),
+        "{err}"
+    );
     let missing = dir.path().join("nowhere");
     let (ok, _, err) = run(engram()
         .args(["corpus", "ingest"])
