@@ -10,6 +10,16 @@ use std::time::{Duration, Instant};
 
 use engram_testkit::sweeps::{has_checkpoint, tiny_experiment, write};
 
+/// The tiny experiment's cells, in table order.
+const TINY_CELLS: [&str; 6] = [
+    "n4-long-context",
+    "n4-rag",
+    "n4-lora-r4",
+    "n8-long-context",
+    "n8-rag",
+    "n8-lora-r4",
+];
+
 fn repo() -> PathBuf {
     engram_testkit::repo()
 }
@@ -215,15 +225,7 @@ fn two_sweeps_at_once_run_each_cell_once_and_log_without_a_terminal() {
         })
         .collect();
     let all = logs.join("\n");
-    let cells = [
-        "n4-long-context",
-        "n4-rag",
-        "n4-lora-r4",
-        "n8-long-context",
-        "n8-rag",
-        "n8-lora-r4",
-    ];
-    for id in cells {
+    for id in TINY_CELLS {
         assert_eq!(
             all.matches(&format!("{id}: started")).count(),
             1,
@@ -289,14 +291,7 @@ fn devices_run_a_worker_each_and_every_cell_once_to_the_local_table() {
     let table = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(table.contains("| 8 |"), "the table is printed: {table}");
     assert!(log.contains("2 workers (cpu, cpu)"), "{log}");
-    for id in [
-        "n4-long-context",
-        "n4-rag",
-        "n4-lora-r4",
-        "n8-long-context",
-        "n8-rag",
-        "n8-lora-r4",
-    ] {
+    for id in TINY_CELLS {
         let ran: Vec<&str> = log
             .lines()
             .filter(|l| l.ends_with(&format!("] {id}: started")))

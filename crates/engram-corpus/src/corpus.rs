@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::document::Document;
 use crate::error::{CorpusError, Result};
 use crate::filter::{Decision, FilterConfig};
-use crate::read::{Ingested, Unreadable};
+use crate::read::{Ingested, Unreadable, count_reasons};
 
 /// The manifest format.
 pub const FORMAT: u32 = 1;
@@ -83,10 +83,7 @@ impl Corpus {
         for d in &got.documents {
             *by_kind.entry(d.kind.name().to_string()).or_default() += 1;
         }
-        let mut unreadable_by_reason = BTreeMap::new();
-        for u in &got.unreadable {
-            *unreadable_by_reason.entry(u.reason.clone()).or_default() += 1;
-        }
+        let unreadable_by_reason = count_reasons(&got.unreadable);
         let m = Manifest {
             format: FORMAT,
             engram: env!("CARGO_PKG_VERSION").into(),

@@ -116,14 +116,19 @@ pub fn ingest(paths: &[PathBuf], progress: &dyn Progress) -> Result<Ingested> {
     Ok(got)
 }
 
+/// How many of `u` have each reason.
+pub fn count_reasons(u: &[Unreadable]) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for x in u {
+        *counts.entry(x.reason.clone()).or_default() += 1;
+    }
+    counts
+}
+
 /// `reason: count` pairs, most frequent first.
 pub fn reason_counts(u: &[Unreadable]) -> String {
-    let mut counts = std::collections::BTreeMap::<&str, usize>::new();
-    for x in u {
-        *counts.entry(&x.reason).or_default() += 1;
-    }
-    let mut v: Vec<_> = counts.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut v: Vec<_> = count_reasons(u).into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     v.iter()
         .map(|(r, n)| format!("{r}: {n}"))
         .collect::<Vec<_>>()

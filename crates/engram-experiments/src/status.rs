@@ -77,7 +77,7 @@ pub fn status(
 /// What a cell without a record has done so far: `not run`, or the epochs its interrupted
 /// training checkpointed (`work/<cell>/train_record.json`).
 fn progress(work: &Path) -> String {
-    let rec: Option<serde_json::Value> = std::fs::read(work.join("train_record.json"))
+    let rec: Option<serde_json::Value> = std::fs::read(work.join(engram_lora::TRAIN_RECORD))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     match rec {

@@ -34,5 +34,5 @@ pub use error::{LoraError, Result};
 pub use examples::{TrainExample, build_examples};
 pub use merge::merge_to_hf;
 pub use peft::{PeftAdapter, load_adapter, save_adapter};
-pub use record::{EpochRecord, TrainRecord};
+pub use record::{EpochRecord, TRAIN_RECORD, TrainRecord};
 pub use trainer::{TrainOutcome, Trainer};

@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
 
+/// The file a run writes its [`TrainRecord`] to, in its output directory.
+pub const TRAIN_RECORD: &str = "train_record.json";
+
 /// What one epoch did.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct EpochRecord {

@@ -229,7 +229,7 @@ impl Trainer<'_> {
             optim,
             state,
             record,
-            record_path: out.join("train_record.json"),
+            record_path: out.join(crate::record::TRAIN_RECORD),
         };
         Ok((model, run))
     }

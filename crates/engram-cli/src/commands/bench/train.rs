@@ -152,7 +152,7 @@ fn engram_run(a: &TrainBenchArgs, rank: usize, dir: &Path) -> Result<RunFigures>
     cmd.args(["--adapter-compute", a.adapter_compute.name()]);
     let peak = run_measured(cmd, "engram train")?;
     let rec: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("train_record.json"))?)?;
+        serde_json::from_slice(&std::fs::read(out.join(engram_lora::TRAIN_RECORD))?)?;
     Ok(RunFigures::from_record(&rec, peak))
 }
 
