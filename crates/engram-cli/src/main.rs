@@ -4,6 +4,7 @@
 
 mod commands;
 mod loaded;
+mod local_llm;
 mod progress;
 mod signals;
 
@@ -40,6 +41,9 @@ enum Command {
     /// Turn a folder of documents into a corpus: read mail, text, Markdown, HTML; filter it.
     #[command(subcommand)]
     Corpus(commands::corpus::CorpusCommand),
+    /// Generate verified question–answer facts from a corpus (EnronQA §3.2–3.3).
+    #[command(subcommand)]
+    Qa(commands::qa::QaCommand),
     /// Benchmarks that print figures (and a peer's, measured in the same run).
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -58,6 +62,7 @@ fn main() {
         Command::Table(a) => commands::table::run(a),
         Command::Selftest(a) => commands::selftest::run(a),
         Command::Corpus(c) => commands::corpus::run(c),
+        Command::Qa(c) => commands::qa::run(c),
         Command::Bench(b) => commands::bench::run(b),
     };
     if let Err(e) = result {

@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod calibrate;
+pub mod client;
 pub mod error;
 pub mod offline;
 pub mod openai;
@@ -19,6 +20,7 @@ pub mod template;
 pub mod verdict;
 
 pub use calibrate::{Calibration, LabelledAnswer, calibrate, read_labels};
+pub use client::{ChatClient, ClientConfig, is_loopback};
 pub use error::{JudgeError, Result};
 pub use offline::{
     ExactMatchJudge, GoldRecallJudge, TokenF1Judge, exact_match, gold_recall, normalize, token_f1,

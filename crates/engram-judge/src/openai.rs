@@ -1,9 +1,7 @@
 //! The LLM judge over an OpenAI-compatible Chat Completions endpoint (vLLM, llama.cpp server,
-//! OpenAI): temperature 0, the API key read from an environment variable named in the config
-//! (sent only in the `Authorization` header, never logged or stored), concurrent requests up to
-//! a limit, retries with exponential backoff on 429 (honouring `Retry-After`), 5xx, timeouts and
-//! malformed responses, a circuit breaker after N consecutive failed requests, and the
-//! persistent cache.
+//! OpenAI) through [`crate::client`] (the API key from the environment, retries with backoff):
+//! temperature 0, concurrent requests up to a limit, a circuit breaker after N consecutive
+//! failed requests, and the persistent cache.
 //!
 //! Each answer is one conversation ([`crate::protocol`]): the prompt, asking for a JSON verdict
 //! through `response_format` unless the preset's `verdict_format` is `text` (in `auto`, a server
@@ -15,9 +13,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::cache::JudgeCache;
+use crate::client::{AskError, ChatClient, ClientConfig};
 use crate::error::{JudgeError, Result};
 use crate::parse::{parse_follow_up, parse_verdict};
 use crate::protocol::{FOLLOW_UP, Message, VerdictFormat, response_format, turn_key};
@@ -59,9 +58,9 @@ impl OpenAiJudgeConfig {
             model: model.into(),
             api_key_env: None,
             concurrency: crate::preset::DEFAULT_CONCURRENCY,
-            max_retries: 5,
-            backoff: Duration::from_secs(1),
-            timeout: Duration::from_secs(60),
+            max_retries: crate::client::DEFAULT_MAX_RETRIES,
+            backoff: crate::client::DEFAULT_BACKOFF,
+            timeout: crate::client::DEFAULT_TIMEOUT,
             breaker_after: 5,
             max_tokens: 256,
             format: VerdictFormat::Auto,
@@ -74,23 +73,11 @@ pub struct OpenAiJudge {
     cfg: OpenAiJudgeConfig,
     prompt: JudgePrompt,
     cache: JudgeCache,
-    key: Option<String>,
-    agent: ureq::Agent,
-    /// HTTP requests sent (for tests and logs).
-    pub requests: AtomicUsize,
+    client: ChatClient,
     /// Set when the server rejected `response_format` in `auto` mode: text from then on.
     json_rejected: AtomicBool,
     /// What to tell the user, handed out once by [`Judge::notes`].
     notes: Mutex<Vec<String>>,
-}
-
-/// One failed attempt: whether to retry it, how long `Retry-After` asks to wait, and whether
-/// the server rejected the `response_format` field.
-struct Failure {
-    message: String,
-    retry_after: Option<Duration>,
-    retry: bool,
-    rejects_format: bool,
 }
 
 /// Why a turn got no answer.
@@ -102,6 +89,15 @@ enum TurnError {
     /// Nothing more may be asked in this run (the cache could not be written, or the server
     /// rejects the format a `json` preset insists on).
     Fatal(JudgeError),
+}
+
+impl From<AskError> for TurnError {
+    fn from(e: AskError) -> Self {
+        match e {
+            AskError::RejectsFormat(m) => TurnError::RejectsFormat(m),
+            AskError::Failed(m) => TurnError::Failed(m),
+        }
+    }
 }
 
 /// One answer's conversation: the first turn's raw output, the follow-up's if one was asked,
@@ -123,16 +119,13 @@ impl OpenAiJudge {
                 "judge concurrency must be at least 1".into(),
             ));
         }
-        let key = match &cfg.api_key_env {
-            None => None,
-            Some(var) => Some(
-                std::env::var(var)
-                    .ok()
-                    .filter(|k| !k.is_empty())
-                    .ok_or_else(|| JudgeError::MissingKey { var: var.clone() })?,
-            ),
-        };
-        let agent = ureq::AgentBuilder::new().timeout(cfg.timeout).build();
+        let client = ChatClient::new(ClientConfig {
+            base_url: cfg.base_url.clone(),
+            api_key_env: cfg.api_key_env.clone(),
+            max_retries: cfg.max_retries,
+            backoff: cfg.backoff,
+            timeout: cfg.timeout,
+        })?;
         let notes = match cache.corrupt_lines {
             0 => Vec::new(),
             n => vec![format!(
@@ -144,24 +137,28 @@ impl OpenAiJudge {
             cfg,
             prompt,
             cache,
-            key,
-            agent,
-            requests: AtomicUsize::new(0),
+            client,
             json_rejected: AtomicBool::new(false),
             notes: Mutex::new(notes),
         })
     }
 
-    fn url(&self) -> String {
-        format!(
-            "{}/chat/completions",
-            self.cfg.base_url.trim_end_matches('/')
-        )
+    /// HTTP requests sent so far (for tests and logs).
+    pub fn requests(&self) -> usize {
+        self.client.requests.load(Ordering::SeqCst)
     }
 
-    /// One HTTP attempt; returns the message content.
-    fn attempt(&self, messages: &[Message], json: bool) -> std::result::Result<String, Failure> {
-        self.requests.fetch_add(1, Ordering::SeqCst);
+    fn url(&self) -> String {
+        self.client.url()
+    }
+
+    /// Asks one turn (with the client's retries).
+    fn ask(
+        &self,
+        messages: &[Message],
+        json: bool,
+        stop: &AtomicBool,
+    ) -> std::result::Result<String, TurnError> {
         let mut body = json!({
             "model": self.cfg.model,
             "messages": messages,
@@ -171,81 +168,7 @@ impl OpenAiJudge {
         if json {
             body["response_format"] = response_format();
         }
-        let mut req = self
-            .agent
-            .post(&self.url())
-            .set("Content-Type", "application/json");
-        if let Some(k) = &self.key {
-            req = req.set("Authorization", &format!("Bearer {k}"));
-        }
-        let fail = |message: String, retry_after| Failure {
-            message,
-            retry_after,
-            retry: true,
-            rejects_format: false,
-        };
-        match req.send_string(&body.to_string()) {
-            Ok(resp) => {
-                let text = resp
-                    .into_string()
-                    .map_err(|e| fail(format!("reading the response: {e}"), None))?;
-                let v: Value = serde_json::from_str(&text)
-                    .map_err(|e| fail(format!("malformed JSON response: {e}"), None))?;
-                v["choices"][0]["message"]["content"]
-                    .as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| fail("response without choices[0].message.content".into(), None))
-            }
-            Err(ureq::Error::Status(code, resp)) => {
-                let retry_after = resp
-                    .header("Retry-After")
-                    .and_then(|s| s.trim().parse::<f64>().ok())
-                    .map(Duration::from_secs_f64);
-                // The body is read only to see whether it names the format field: it may
-                // echo the prompt, so it is never quoted.
-                let said = resp.into_string().unwrap_or_default().to_lowercase();
-                let rejects_format = json
-                    && matches!(code, 400 | 422)
-                    && (said.contains("response_format") || said.contains("json_schema"));
-                Err(Failure {
-                    message: format!("HTTP {code}"),
-                    retry_after,
-                    retry: matches!(code, 408 | 429) || code >= 500,
-                    rejects_format,
-                })
-            }
-            // Transport errors name the URL and the cause, never headers.
-            Err(ureq::Error::Transport(t)) => Err(fail(format!("transport: {}", t.kind()), None)),
-        }
-    }
-
-    /// Asks with retries (none for a client error); `Err` after the last retry.
-    fn ask(
-        &self,
-        messages: &[Message],
-        json: bool,
-        stop: &AtomicBool,
-    ) -> std::result::Result<String, TurnError> {
-        let mut wait = self.cfg.backoff;
-        let mut last = String::new();
-        for attempt in 0..=self.cfg.max_retries {
-            if stop.load(Ordering::SeqCst) {
-                return Err(TurnError::Failed("circuit breaker open".into()));
-            }
-            match self.attempt(messages, json) {
-                Ok(content) => return Ok(content),
-                Err(f) if f.rejects_format => return Err(TurnError::RejectsFormat(f.message)),
-                Err(f) if !f.retry => return Err(TurnError::Failed(f.message)),
-                Err(f) => {
-                    last = f.message;
-                    if attempt < self.cfg.max_retries {
-                        std::thread::sleep(f.retry_after.unwrap_or(wait));
-                        wait *= 2;
-                    }
-                }
-            }
-        }
-        Err(TurnError::Failed(last))
+        Ok(self.client.ask(&body, stop)?.content)
     }
 
     /// One turn, from the cache or asked (and cached); `true` when it came from the cache.

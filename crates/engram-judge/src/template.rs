@@ -80,8 +80,9 @@ fn fill(template: &str, item: &JudgeItem) -> String {
         .replace("{document}", item.document.as_deref().unwrap_or(""))
 }
 
-/// `(system, user)` of a prompt file's text.
-fn split_system(path: &Path, text: &str) -> Result<(Option<String>, String)> {
+/// `(system, user)` of a prompt file's text (`path` only names it in errors): the system
+/// section when the text opens with [`SYSTEM_MARKER`], and the user message.
+pub fn split_system(path: &Path, text: &str) -> Result<(Option<String>, String)> {
     let body = text.trim_start_matches(['\n', '\r']);
     let Some(rest) = body.strip_prefix(SYSTEM_MARKER) else {
         return Ok((None, text.to_string()));

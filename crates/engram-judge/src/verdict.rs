@@ -58,8 +58,9 @@ impl Verdict {
     }
 }
 
-/// Anything that judges a batch of answers.
-pub trait Judge {
+/// Anything that judges a batch of answers (shared across threads: QA generation checks
+/// several documents at once).
+pub trait Judge: Send + Sync {
     /// The name written into every verdict.
     fn name(&self) -> String;
     /// Judges `items`, one verdict each, in order.

@@ -137,7 +137,7 @@ fn judges_through_failures_and_caches_everything() {
         assert_eq!(seen[t], 2, "{t} is retried once");
     }
     // 7 answers, 4 retried once, 1 follow-up.
-    assert_eq!(j.requests.load(Ordering::SeqCst), 12);
+    assert_eq!(j.requests(), 12);
     // The key went to the server, and nowhere else.
     assert!(srv.auth.lock().unwrap().iter().all(|a| a.ends_with(KEY)));
     let cache_text = std::fs::read_to_string(&cache).unwrap();
@@ -148,7 +148,7 @@ fn judges_through_failures_and_caches_everything() {
     let before = srv.hits.load(Ordering::SeqCst);
     let again = judge(&srv.url, &cache);
     let v2 = again.judge(&items).unwrap();
-    assert_eq!(again.requests.load(Ordering::SeqCst), 0);
+    assert_eq!(again.requests(), 0);
     assert_eq!(srv.hits.load(Ordering::SeqCst), before);
     for (a, b) in v.iter().zip(&v2) {
         assert_eq!((a.correct, &a.raw), (b.correct, &b.raw));
@@ -186,7 +186,7 @@ fn an_unreachable_judge_is_named_and_keeps_what_was_judged() {
     // The cached two are not asked again when the judge is back.
     let back = judge(&srv.url, &cache);
     let v = back.judge(&items).unwrap();
-    assert_eq!(back.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(back.requests(), 1);
     assert_eq!(v.len(), 3);
 }
 

@@ -4,8 +4,6 @@
 //! preset insists on JSON); an answer without a verdict → exactly one follow-up turn in the same
 //! conversation, both turns cached; a follow-up without one → no verdict, both raw outputs kept.
 
-use std::sync::atomic::Ordering;
-
 use engram_judge::cache::JudgeCache;
 use engram_judge::protocol::FOLLOW_UP;
 use engram_judge::{
@@ -69,7 +67,7 @@ fn json_schema_verdicts_are_asked_for_and_parsed() {
     assert_eq!(v[1].correct, Some(false));
     assert_eq!(v[0].rationale.as_deref(), Some("compared with gold"));
     assert!(v.iter().all(|x| x.follow_up.is_none()));
-    assert_eq!(j.requests.load(Ordering::SeqCst), 2);
+    assert_eq!(j.requests(), 2);
     assert!(j.notes().is_empty());
 }
 
@@ -117,7 +115,7 @@ fn a_server_that_rejects_the_format_is_judged_in_text_after_one_fallback() {
         cached.iter_mut().for_each(|x| x.cached = true);
         cached
     });
-    assert_eq!(again.requests.load(Ordering::SeqCst), 0);
+    assert_eq!(again.requests(), 0);
     // A preset that insists on JSON gets an error naming the field and the way out.
     let strict = judge(&srv.url, &dir.path().join("d.jsonl"), VerdictFormat::Json);
     let e = strict.judge(&[item("a")]).unwrap_err().to_string();
@@ -128,7 +126,7 @@ fn a_server_that_rejects_the_format_is_judged_in_text_after_one_fallback() {
     // Text mode never sends the field.
     let text = judge(&srv.url, &dir.path().join("e.jsonl"), VerdictFormat::Text);
     assert_eq!(judged(&text, &["a"])[0].correct, Some(true));
-    assert_eq!(text.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(text.requests(), 1);
 }
 
 #[test]
@@ -166,11 +164,7 @@ fn an_answer_without_a_verdict_gets_one_cached_follow_up() {
         "The candidate gives the same information as the gold answer."
     );
     assert_eq!(v[0].follow_up.as_deref(), Some("VERDICT: CORRECT"));
-    assert_eq!(
-        j.requests.load(Ordering::SeqCst),
-        2,
-        "exactly one follow-up"
-    );
+    assert_eq!(j.requests(), 2, "exactly one follow-up");
 
     // A follow-up that still gives none: no verdict, both raw outputs kept.
     let v = judged(&j, &["stubborn"]);
@@ -180,12 +174,12 @@ fn an_answer_without_a_verdict_gets_one_cached_follow_up() {
         v[0].follow_up.as_deref(),
         Some("As I said, the same information.")
     );
-    assert_eq!(j.requests.load(Ordering::SeqCst), 4);
+    assert_eq!(j.requests(), 4);
 
     // Both turns were cached: a rerun makes no request and gives the same verdicts.
     let again = judge(&srv.url, &cache, VerdictFormat::Text);
     let v2 = judged(&again, &["plain", "stubborn"]);
-    assert_eq!(again.requests.load(Ordering::SeqCst), 0);
+    assert_eq!(again.requests(), 0);
     assert_eq!(v2[0].correct, Some(true));
     assert_eq!(v2[1].correct, None);
     assert!(v2.iter().all(|x| x.cached && x.follow_up.is_some()));

@@ -1,5 +1,7 @@
 //! The default retriever: BM25 (the `bm25` crate: English stemming and stop words, k1 1.2,
-//! b 0.75, avgdl fitted to the facts) over `rephrased question + answer`.
+//! b 0.75, avgdl fitted to the indexed texts) over a fact's `rephrased question + answer`, or
+//! over any texts (documents, for the retrieval benchmark and QA generation's specificity
+//! check).
 
 use bm25::{Document, Language, SearchEngine, SearchEngineBuilder};
 use engram_facts::Fact;
@@ -25,16 +27,35 @@ impl Bm25Index {
                 "the fact set is empty: nothing to index".into(),
             ));
         }
-        let docs: Vec<Document<u32>> = facts
+        let texts: Vec<String> = facts.iter().map(fact_text).collect();
+        Self::from_texts(&texts)
+    }
+
+    /// Indexes `texts` (at least one); results are indices into them.
+    pub fn from_texts(texts: &[String]) -> Result<Self> {
+        if texts.is_empty() {
+            return Err(BaselineError::Bad("nothing to index".into()));
+        }
+        let docs: Vec<Document<u32>> = texts
             .iter()
             .enumerate()
-            .map(|(i, f)| Document::new(i as u32, fact_text(f)))
+            .map(|(i, t)| Document::new(i as u32, t.clone()))
             .collect();
         let engine = SearchEngineBuilder::<u32>::with_documents(Language::English, docs).build();
         Ok(Self {
             engine,
-            len: facts.len(),
+            len: texts.len(),
         })
+    }
+
+    /// The number of indexed texts.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is indexed (never: an index holds at least one text).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Indices of the `k` best facts for `query`, best first (ties by fact order). Facts that

@@ -7,6 +7,7 @@ pub mod fetch;
 pub mod generate;
 pub mod judge;
 pub mod merge;
+pub mod qa;
 pub mod selftest;
 pub mod sweep;
 pub mod table;

@@ -1,0 +1,281 @@
+//! The checks a pair must pass (EnronQA §3.2), each asked of the LLM and the judge through a
+//! [`Ctx`]:
+//!
+//! - **specific**: shown the question and its own document among the most similar ones of the
+//!   corpus (BM25 over the question), in a shuffled order fixed by the pair, the generator picks
+//!   its own;
+//! - **objective**: independent answers from the document (sampled, each its own seed) all match
+//!   the gold answer under the judge;
+//! - **grounded**: the generator, without the document, does NOT answer correctly — and neither
+//!   does the model the table will train, when one is given (beyond the paper: a fact that model
+//!   already knows measures nothing);
+//! - **quality**: a rubric passes the pair.
+//!
+//! Checks run in that order and stop at the first failure.
+
+use engram_judge::JudgeItem;
+
+use crate::context::{CallError, Ctx, Doc};
+use crate::prompts::Prompt;
+use crate::record::{CheckOutcome, check};
+use crate::reply::{parse_choice, parse_grade};
+
+/// A quoted, shortened text for details.
+pub fn quote(text: &str) -> String {
+    const MAX: usize = 160;
+    let t: String = text.chars().take(MAX).collect();
+    if text.chars().count() > MAX {
+        format!("\"{t}…\"")
+    } else {
+        format!("\"{t}\"")
+    }
+}
+
+fn outcome(check: &str, passed: bool, detail: String) -> CheckOutcome {
+    CheckOutcome {
+        check: check.to_string(),
+        passed,
+        detail,
+    }
+}
+
+/// Runs every check on a pair, in order, up to the first failure.
+pub fn run_checks(
+    ctx: &Ctx,
+    doc: &Doc,
+    question: &str,
+    answer: &str,
+) -> Result<Vec<CheckOutcome>, CallError> {
+    let mut out = Vec::new();
+    type Check = fn(&Ctx, &Doc, &str, &str) -> Result<CheckOutcome, CallError>;
+    let checks: [Check; 5] = [specific, objective, grounded, grounded_target, quality];
+    for c in checks {
+        let o = c(ctx, doc, question, answer)?;
+        let failed = !o.passed;
+        // A check that does not apply (no target model) records nothing.
+        if !o.check.is_empty() {
+            out.push(o);
+        }
+        if failed {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn specific(ctx: &Ctx, doc: &Doc, question: &str, _: &str) -> Result<CheckOutcome, CallError> {
+    let (order, own) = ctx.specific_candidates(doc, question);
+    let listing: String = order
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| format!("[{}] {}\n\n", i + 1, ctx.excerpt(d)))
+        .collect();
+    let ids: Vec<&str> = order.iter().map(|&d| ctx.docs[d].id.as_str()).collect();
+    let text = ctx.ask(
+        &ctx.prompts.specific,
+        &[("question", question), ("documents", listing.trim_end())],
+        0.0,
+        0,
+        &ids,
+    )?;
+    let n = order.len();
+    Ok(match parse_choice(&text) {
+        Some(k) if k == own + 1 => outcome(
+            check::SPECIFIC,
+            true,
+            format!("picked its own document, [{k}] of {n}"),
+        ),
+        Some(k) if (1..=n).contains(&k) => outcome(
+            check::SPECIFIC,
+            false,
+            format!(
+                "picked document [{k}] ({}) instead of its own, [{}] of {n}: the question does not single out its document",
+                ctx.docs[order[k - 1]].id,
+                own + 1
+            ),
+        ),
+        _ => outcome(
+            check::SPECIFIC,
+            false,
+            format!("no document number 1 … {n} in the reply {}", quote(&text)),
+        ),
+    })
+}
+
+/// Judges `answers` against `gold`: `Some(verdict)` each, `None` where the judge gave none.
+fn judge_answers(
+    ctx: &Ctx,
+    question: &str,
+    gold: &str,
+    answers: &[String],
+) -> Result<Vec<Option<bool>>, CallError> {
+    let items: Vec<JudgeItem> = answers
+        .iter()
+        .enumerate()
+        .map(|(i, a)| JudgeItem {
+            id: i.to_string(),
+            question: question.to_string(),
+            gold: gold.to_string(),
+            answer: Some(a.clone()),
+            document: None,
+        })
+        .collect();
+    ctx.judge(&items)
+}
+
+/// The answer to `question` from the pair's document.
+pub fn answer_from_document(
+    ctx: &Ctx,
+    doc: &Doc,
+    question: &str,
+    temperature: f64,
+    seed: u64,
+) -> Result<String, CallError> {
+    let text = ctx.ask(
+        &ctx.prompts.answer,
+        &[("document", &doc.text), ("question", question)],
+        temperature,
+        seed,
+        &[&doc.id],
+    )?;
+    Ok(text.trim().to_string())
+}
+
+fn objective(ctx: &Ctx, doc: &Doc, question: &str, gold: &str) -> Result<CheckOutcome, CallError> {
+    let answers = (0..ctx.cfg.objective_answers)
+        .map(|i| {
+            let seed = ctx.seed(&[&doc.id, question, "objective", &i.to_string()]);
+            answer_from_document(ctx, doc, question, ctx.cfg.temperature, seed)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let verdicts = judge_answers(ctx, question, gold, &answers)?;
+    let bad = verdicts.iter().position(|v| *v != Some(true));
+    Ok(match bad {
+        None => outcome(
+            check::OBJECTIVE,
+            true,
+            format!(
+                "{} independent answers match the gold answer",
+                answers.len()
+            ),
+        ),
+        Some(i) => outcome(
+            check::OBJECTIVE,
+            false,
+            format!(
+                "independent answer {} of {}, {}, {} the gold answer {}: the question has no single answer in the document",
+                i + 1,
+                answers.len(),
+                quote(&answers[i]),
+                if verdicts[i].is_none() {
+                    "got no verdict against"
+                } else {
+                    "does not match"
+                },
+                quote(gold)
+            ),
+        ),
+    })
+}
+
+/// Asks `question` closed-book of the generator (`target`: of the target model) and judges it.
+fn closed_book(
+    ctx: &Ctx,
+    question: &str,
+    gold: &str,
+    target: bool,
+) -> Result<(String, Option<bool>), CallError> {
+    let prompt: &Prompt = &ctx.prompts.closed_book;
+    let text = if target {
+        ctx.ask_target(prompt, &[("question", question)])?
+    } else {
+        ctx.ask(prompt, &[("question", question)], 0.0, 0, &[])?
+    };
+    let text = text.trim().to_string();
+    let v = judge_answers(ctx, question, gold, std::slice::from_ref(&text))?;
+    Ok((text, v[0]))
+}
+
+fn grounded_outcome(name: &str, who: &str, answer: &str, verdict: Option<bool>) -> CheckOutcome {
+    match verdict {
+        Some(false) => outcome(
+            name,
+            true,
+            format!(
+                "{who}, without the document, answered {}: judged incorrect",
+                quote(answer)
+            ),
+        ),
+        Some(true) => outcome(
+            name,
+            false,
+            format!(
+                "{who} answered it correctly without the document ({}): the fact is not private to it",
+                quote(answer)
+            ),
+        ),
+        None => outcome(
+            name,
+            false,
+            format!(
+                "the judge gave no verdict on {who}'s answer without the document ({})",
+                quote(answer)
+            ),
+        ),
+    }
+}
+
+fn grounded(ctx: &Ctx, _: &Doc, question: &str, gold: &str) -> Result<CheckOutcome, CallError> {
+    let (answer, v) = closed_book(ctx, question, gold, false)?;
+    Ok(grounded_outcome(
+        check::GROUNDED,
+        "the generator",
+        &answer,
+        v,
+    ))
+}
+
+fn grounded_target(
+    ctx: &Ctx,
+    _: &Doc,
+    question: &str,
+    gold: &str,
+) -> Result<CheckOutcome, CallError> {
+    if ctx.target.is_none() {
+        return Ok(outcome("", true, String::new()));
+    }
+    let (answer, v) = closed_book(ctx, question, gold, true)?;
+    Ok(grounded_outcome(
+        check::GROUNDED_TARGET,
+        "the model to train",
+        &answer,
+        v,
+    ))
+}
+
+fn quality(ctx: &Ctx, doc: &Doc, question: &str, answer: &str) -> Result<CheckOutcome, CallError> {
+    let text = ctx.ask(
+        &ctx.prompts.quality,
+        &[
+            ("document", &doc.text),
+            ("question", question),
+            ("answer", answer),
+        ],
+        0.0,
+        0,
+        &[&doc.id],
+    )?;
+    Ok(match parse_grade(&text) {
+        Some((true, reason)) => outcome(check::QUALITY, true, reason),
+        Some((false, reason)) => outcome(
+            check::QUALITY,
+            false,
+            format!("the rubric failed it: {reason}"),
+        ),
+        None => outcome(
+            check::QUALITY,
+            false,
+            format!("no pass/fail grade in the reply {}", quote(&text)),
+        ),
+    })
+}

@@ -1,0 +1,31 @@
+//! Verified question–answer facts from a corpus (EnronQA §3.2–3.3).
+//!
+//! Start here: [`run::generate_facts`] takes a corpus directory (from `engram corpus ingest`
+//! and `filter`), an [`Llm`] that writes and checks pairs (an OpenAI-compatible endpoint,
+//! [`llm::OpenAiLlm`], or a model engram runs itself), a judge, the prompts ([`prompts`], files
+//! under `configs/qa/`) and the settings ([`QaConfig`]), and writes engram's fact JSONL plus a
+//! record of every pair ([`record`]). The stages are in [`pipeline`], the checks in [`checks`];
+//! every call goes through the persistent cache of [`llm::CachedLlm`], so an interrupted run
+//! resumes where it stopped and a rerun writes the same bytes. `--local-only` is enforced in
+//! [`run`] before anything is sent; [`estimate`] sizes a run without asking anything. Nothing
+//! here prints.
+
+pub mod checks;
+pub mod config;
+pub mod context;
+pub mod error;
+pub mod estimate;
+pub mod llm;
+pub mod pipeline;
+pub mod prompts;
+pub mod record;
+pub mod reply;
+pub mod run;
+
+pub use config::QaConfig;
+pub use error::{QaError, Result};
+pub use estimate::{Estimate, estimate};
+pub use llm::{ChatRequest, Completion, Llm, OpenAiLlm};
+pub use prompts::QaPrompts;
+pub use record::{PairRecord, Status};
+pub use run::{QaManifest, QaSpec, QaSummary, corpus_documents, generate_facts, run_dir};
