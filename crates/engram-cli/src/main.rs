@@ -44,6 +44,8 @@ enum Command {
     /// Generate verified question–answer facts from a corpus (EnronQA §3.2–3.3).
     #[command(subcommand)]
     Qa(commands::qa::QaCommand),
+    /// Benchmark retrievers over a corpus's documents with its facts' questions (BEIR export).
+    RagBench(commands::rag_bench::RagBenchArgs),
     /// Benchmarks that print figures (and a peer's, measured in the same run).
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -63,6 +65,7 @@ fn main() {
         Command::Selftest(a) => commands::selftest::run(a),
         Command::Corpus(c) => commands::corpus::run(c),
         Command::Qa(c) => commands::qa::run(c),
+        Command::RagBench(a) => commands::rag_bench::run(a),
         Command::Bench(b) => commands::bench::run(b),
     };
     if let Err(e) = result {

@@ -1,7 +1,9 @@
 //! RAG: index every fact (rephrased question + answer), retrieve the top-k for each question
-//! (best first) into the prompt, and record how well retrieval found the question's own fact.
+//! (best first) into the prompt, and record how well retrieval found the question's own fact;
+//! and the retrieval benchmark over a corpus's documents ([`benchmark`]).
 
 pub mod answer;
+pub mod benchmark;
 pub mod bert;
 pub mod bm25;
 pub mod dense;

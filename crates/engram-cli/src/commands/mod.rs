@@ -8,6 +8,7 @@ pub mod generate;
 pub mod judge;
 pub mod merge;
 pub mod qa;
+pub mod rag_bench;
 pub mod selftest;
 pub mod sweep;
 pub mod table;
