@@ -2,8 +2,9 @@
 //! [`Ctx`]:
 //!
 //! - **specific**: shown the question and its own document among the most similar ones of the
-//!   corpus (BM25 over the question), in a shuffled order fixed by the pair, the generator picks
-//!   its own;
+//!   corpus (BM25 over the question), its own at a place fixed by the pair, the generator picks
+//!   its own — in each of `specific_trials` listings with its own at a different place (a
+//!   small model that always names the first document passes one listing in ten by luck);
 //! - **objective**: independent answers from the document (sampled, each its own seed) all match
 //!   the gold answer under the judge;
 //! - **grounded**: the generator, without the document, does NOT answer correctly — and neither
@@ -64,42 +65,60 @@ pub fn run_checks(
 }
 
 fn specific(ctx: &Ctx, doc: &Doc, question: &str, _: &str) -> Result<CheckOutcome, CallError> {
-    let (order, own) = ctx.specific_candidates(doc, question);
-    let listing: String = order
-        .iter()
-        .enumerate()
-        .map(|(i, &d)| format!("[{}] {}\n\n", i + 1, ctx.excerpt(d)))
-        .collect();
-    let ids: Vec<&str> = order.iter().map(|&d| ctx.docs[d].id.as_str()).collect();
-    let text = ctx.ask(
-        &ctx.prompts.specific,
-        &[("question", question), ("documents", listing.trim_end())],
-        0.0,
-        0,
-        &ids,
-    )?;
-    let n = order.len();
-    Ok(match parse_choice(&text) {
-        Some(k) if k == own + 1 => outcome(
-            check::SPECIFIC,
-            true,
-            format!("picked its own document, [{k}] of {n}"),
-        ),
-        Some(k) if (1..=n).contains(&k) => outcome(
-            check::SPECIFIC,
-            false,
-            format!(
-                "picked document [{k}] ({}) instead of its own, [{}] of {n}: the question does not single out its document",
-                ctx.docs[order[k - 1]].id,
-                own + 1
-            ),
-        ),
-        _ => outcome(
-            check::SPECIFIC,
-            false,
-            format!("no document number 1 … {n} in the reply {}", quote(&text)),
-        ),
-    })
+    let trials = ctx.cfg.specific_trials;
+    let mut picks = Vec::with_capacity(trials);
+    let mut n = 0;
+    for trial in 0..trials {
+        let (order, own) = ctx.specific_candidates(doc, question, trial);
+        n = order.len();
+        let listing: String = order
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| format!("[{}] {}\n\n", i + 1, ctx.excerpt(d)))
+            .collect();
+        let ids: Vec<&str> = order.iter().map(|&d| ctx.docs[d].id.as_str()).collect();
+        let text = ctx.ask(
+            &ctx.prompts.specific,
+            &[("question", question), ("documents", listing.trim_end())],
+            0.0,
+            0,
+            &ids,
+        )?;
+        let of = if trials > 1 {
+            format!(" (placement {} of {trials})", trial + 1)
+        } else {
+            String::new()
+        };
+        match parse_choice(&text) {
+            Some(k) if k == own + 1 => picks.push(format!("[{k}]")),
+            Some(k) if (1..=n).contains(&k) => {
+                return Ok(outcome(
+                    check::SPECIFIC,
+                    false,
+                    format!(
+                        "picked document [{k}] ({}) instead of its own, [{}] of {n}{of}: the question does not single out its document",
+                        ctx.docs[order[k - 1]].id,
+                        own + 1
+                    ),
+                ));
+            }
+            _ => {
+                return Ok(outcome(
+                    check::SPECIFIC,
+                    false,
+                    format!(
+                        "no document number 1 … {n} in the reply {}{of}",
+                        quote(&text)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(outcome(
+        check::SPECIFIC,
+        true,
+        format!("picked its own document, {} of {n}", picks.join(", ")),
+    ))
 }
 
 /// Judges `answers` against `gold`: `Some(verdict)` each, `None` where the judge gave none.

@@ -16,6 +16,10 @@ pub struct QaConfig {
     /// Similar documents (BM25 over the corpus) shown beside a pair's own in the specificity
     /// check: EnronQA shows 10 in all.
     pub similar_documents: usize,
+    /// Listings the specificity check asks, its own document at a different place in each, all
+    /// of which must be answered right (EnronQA: 1; 2 or more guard against a model that
+    /// favours a position).
+    pub specific_trials: usize,
     /// Independent answers from the document that must all match the gold answer (objectivity).
     pub objective_answers: usize,
     /// Rounds of refinement (the failed check as feedback) before a pair is dropped.
@@ -50,6 +54,7 @@ impl Default for QaConfig {
         Self {
             questions_per_document: 1,
             similar_documents: 9,
+            specific_trials: 1,
             objective_answers: 2,
             refine_rounds: 2,
             rephrase_tries: 15,
@@ -87,6 +92,9 @@ impl QaConfig {
         };
         if self.questions_per_document == 0 {
             return bad("questions_per_document", "must be at least 1");
+        }
+        if self.specific_trials == 0 {
+            return bad("specific_trials", "must be at least 1");
         }
         if self.objective_answers == 0 {
             return bad("objective_answers", "must be at least 1");

@@ -228,8 +228,14 @@ impl<'a> Ctx<'a> {
 
     /// The documents the specificity check lists for a pair (indices into `docs`) and where
     /// its own stands among them: the `similar_documents` most similar to the question by
-    /// BM25 (its own left out), its own put at a place fixed by the pair.
-    pub fn specific_candidates(&self, doc: &Doc, question: &str) -> (Vec<usize>, usize) {
+    /// BM25 (its own left out), its own put at a place fixed by the pair — a different place
+    /// in each `trial`, so that a model that always names the same position cannot pass two.
+    pub fn specific_candidates(
+        &self,
+        doc: &Doc,
+        question: &str,
+        trial: usize,
+    ) -> (Vec<usize>, usize) {
         let own = self
             .docs
             .iter()
@@ -239,7 +245,8 @@ impl<'a> Ctx<'a> {
         let mut similar = self.index.search(question, self.docs.len());
         similar.retain(|&i| i != own && self.docs[i].text != doc.text);
         similar.truncate(self.cfg.similar_documents);
-        let place = (self.seed(&[&doc.id, question, "place"]) as usize) % (similar.len() + 1);
+        let places = similar.len() + 1;
+        let place = (self.seed(&[&doc.id, question, "place"]) as usize + trial) % places;
         similar.insert(place, own);
         (similar, place)
     }

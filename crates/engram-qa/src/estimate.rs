@@ -41,13 +41,16 @@ pub fn estimate(documents: &[&str], cfg: &QaConfig, prompts: &QaPrompts, target:
     let pairs = (documents.len() * cfg.questions_per_document) as u64;
     let n_obj = cfg.objective_answers as u64;
     let t = u64::from(target);
-    // One round: specific 1, objective n, closed-book 1, quality 1 (+ the generation itself).
-    let checks_calls = 3 + n_obj;
+    let trials = cfg.specific_trials as u64;
+    // One round: specific (one call a listing), objective n, closed-book 1, quality 1 (+ the
+    // generation itself).
+    let checks_calls = trials + 2 + n_obj;
     let judge_per_round = n_obj + 1 + t;
     let rounds = cfg.refine_rounds as u64 + 1;
     let tries = cfg.rephrase_tries as u64;
-    let excerpt =
-        estimate_tokens(&"x".repeat(cfg.excerpt_chars)) * (cfg.similar_documents as u64 + 1);
+    let excerpt = estimate_tokens(&"x".repeat(cfg.excerpt_chars))
+        * (cfg.similar_documents as u64 + 1)
+        * trials;
     let mut doc_tokens = 0u64;
     let mut truncated = 0;
     for d in documents {
@@ -57,7 +60,7 @@ pub fn estimate(documents: &[&str], cfg: &QaConfig, prompts: &QaPrompts, target:
     }
     // Prompt tokens of one round's calls beyond the documents' own.
     let fixed_round = template_tokens(&prompts.generate)
-        + template_tokens(&prompts.specific)
+        + trials * template_tokens(&prompts.specific)
         + excerpt
         + n_obj * template_tokens(&prompts.answer)
         + template_tokens(&prompts.closed_book)

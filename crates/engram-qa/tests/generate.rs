@@ -273,14 +273,19 @@ impl Llm for Target {
 }
 
 fn corpus(dir: &Path) -> PathBuf {
+    let notes: Vec<(&str, &str)> = PLANTED.iter().map(|p| (p.name, p.answer)).collect();
+    corpus_of(dir, &notes)
+}
+
+/// A corpus of one note per `(name, answer)`.
+fn corpus_of(dir: &Path, notes: &[(&str, &str)]) -> PathBuf {
     let docs = dir.join("docs");
     std::fs::create_dir_all(&docs).unwrap();
-    for p in &PLANTED {
+    for (name, answer) in notes {
         let text = format!(
-            "Memo {}.\nThis note is about {} and what the team decided: {} is the answer to the question people asked.\n",
-            p.name, p.name, p.answer
+            "Memo {name}.\nThis note is about {name} and what the team decided: {answer} is the answer to the question people asked.\n"
         );
-        std::fs::write(docs.join(format!("{}.txt", p.name.to_lowercase())), text).unwrap();
+        std::fs::write(docs.join(format!("{}.txt", name.to_lowercase())), text).unwrap();
     }
     let got = ingest(std::slice::from_ref(&docs), &Quiet).unwrap();
     let out = dir.join("corpus");
@@ -630,4 +635,104 @@ fn an_empty_corpus_is_named() {
             && e.contains("corpus"),
         "{e}"
     );
+}
+
+/// A generator whose pairs are all sound, but which names the first listed document in every
+/// specificity question (a position bias seen in small models).
+struct FirstPicker;
+
+impl Llm for FirstPicker {
+    fn model(&self) -> String {
+        "first-picker".into()
+    }
+    fn endpoint(&self) -> String {
+        "local:first-picker".into()
+    }
+    fn is_local(&self) -> bool {
+        true
+    }
+    fn complete(&self, req: &ChatRequest) -> Result<Completion, String> {
+        let system = &req.messages[0].content;
+        let user = &req.messages.last().unwrap().content;
+        // The note's name, from the document (`Memo NAME.`) or the question (`…NAME?`).
+        let name_in = |t: &str| {
+            t.split("Memo ")
+                .nth(1)
+                .map(|r| r.split('.').next().unwrap().to_string())
+        };
+        let q = line_after(user, "Question:");
+        let asked = q
+            .rsplit(' ')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('?')
+            .to_string();
+        let text = if system.starts_with("You write question") {
+            let n = name_in(user).unwrap();
+            pair(
+                &format!("What did the team decide about {n}?"),
+                &format!("Plan {n}"),
+            )
+        } else if system.starts_with("You match questions") {
+            json!({"document": 1}).to_string()
+        } else if system.starts_with("You answer questions about a document") {
+            format!("Plan {asked}")
+        } else if system.starts_with("You answer questions in a few words") {
+            "I do not know.".into()
+        } else if system.starts_with("You review") {
+            json!({"reason": "fine", "verdict": "pass"}).to_string()
+        } else {
+            json!({"question": format!("In other words, what did the team decide about {asked}?")})
+                .to_string()
+        };
+        Ok(Completion {
+            text,
+            prompt_tokens: 1,
+            completion_tokens: 1,
+        })
+    }
+}
+
+#[test]
+fn placements_catch_a_generator_that_always_names_the_first_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..30).map(|i| format!("N{i:02}")).collect();
+    let notes: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "decided")).collect();
+    let corpus = corpus_of(tmp.path(), &notes);
+    let prompts = prompts();
+    let kept = |trials: usize| {
+        let out = tmp.path().join(format!("facts-{trials}.jsonl"));
+        let cfg = QaConfig {
+            specific_trials: trials,
+            rephrase_tries: 1,
+            ..QaConfig::default()
+        };
+        let spec = QaSpec {
+            corpus: &corpus,
+            out: &out,
+            cfg: &cfg,
+            prompts: &prompts,
+            generator: &FirstPicker,
+            target: None,
+            judge: &engram_judge::ExactMatchJudge,
+            judge_endpoint: None,
+            local_only: true,
+        };
+        let r = generate_facts(&spec, &Stop::new(), &Quiet);
+        let recs = records(&out);
+        assert_eq!(recs.len(), 30);
+        for rec in recs.iter().filter(|r| !r.kept()) {
+            assert_eq!(rec.reason.as_deref(), Some("specific"), "{rec:?}");
+        }
+        (r.is_ok(), recs.iter().filter(|r| r.kept()).count(), recs)
+    };
+    // One listing: the pairs whose own document happens to be listed first pass by luck.
+    let (ok, lucky, _) = kept(1);
+    assert!(ok && (1..30).contains(&lucky), "{lucky}");
+    // Two placements: its own is first in at most one of them, so nothing passes.
+    let (ok, none, recs) = kept(2);
+    assert!(!ok);
+    assert_eq!(none, 0);
+    let detail = &recs[0].rounds[0].checks[0].detail;
+    assert!(detail.contains("placement"), "{detail}");
 }
