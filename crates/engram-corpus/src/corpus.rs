@@ -75,7 +75,7 @@ impl Corpus {
     /// documents and dropping its filter results).
     pub fn write_ingested(&self, inputs: &[PathBuf], got: &Ingested) -> Result<Manifest> {
         std::fs::create_dir_all(&self.dir).map_err(CorpusError::io(&self.dir))?;
-        write_jsonl(&self.path("documents.jsonl"), &got.documents)?;
+        engram_io::write_jsonl(&self.path("documents.jsonl"), &got.documents)?;
         for stale in ["kept.jsonl", "decisions.jsonl"] {
             let _ = std::fs::remove_file(self.path(stale));
         }
@@ -141,20 +141,11 @@ impl Corpus {
         decisions: &[Decision],
         summary: FilterSummary,
     ) -> Result<()> {
-        write_jsonl(&self.path("kept.jsonl"), kept)?;
-        write_jsonl(&self.path("decisions.jsonl"), decisions)?;
+        engram_io::write_jsonl(&self.path("kept.jsonl"), kept)?;
+        engram_io::write_jsonl(&self.path("decisions.jsonl"), decisions)?;
         manifest.filter = Some(summary);
         self.write_manifest(manifest)
     }
-}
-
-fn write_jsonl<T: Serialize>(path: &Path, items: &[T]) -> Result<()> {
-    let mut out = Vec::new();
-    for it in items {
-        serde_json::to_writer(&mut out, it).expect("serializes");
-        out.push(b'\n');
-    }
-    Ok(engram_io::write_file(path, &out)?)
 }
 
 fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {

@@ -74,6 +74,19 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), AtomicError> {
     Ok(())
 }
 
+/// Writes `items` as JSON Lines (one value a line) to `path`, atomically ([`write_file`]).
+pub fn write_jsonl<T: serde::Serialize>(
+    path: &Path,
+    items: impl IntoIterator<Item = T>,
+) -> Result<(), AtomicError> {
+    let mut out = Vec::new();
+    for it in items {
+        serde_json::to_writer(&mut out, &it).expect("JSON lines serialize");
+        out.push(b'\n');
+    }
+    write_file(path, &out)
+}
+
 /// Replaces directory `dst` by `src` (a fully written temporary directory).
 pub fn replace_dir(src: &Path, dst: &Path) -> Result<(), AtomicError> {
     if dst.exists() {

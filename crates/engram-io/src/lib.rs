@@ -12,7 +12,7 @@ pub mod host;
 pub mod progress;
 pub mod stop;
 
-pub use atomic::{AtomicError, replace_dir, sibling, unique_sibling, write_file};
+pub use atomic::{AtomicError, replace_dir, sibling, unique_sibling, write_file, write_jsonl};
 pub use host::hostname;
 pub use progress::{Progress, Quiet};
 pub use stop::Stop;

@@ -107,6 +107,11 @@ impl ChatClient {
         })
     }
 
+    /// Its settings.
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
     /// The Chat Completions URL.
     pub fn url(&self) -> String {
         format!(

@@ -11,7 +11,6 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use serde_json::json;
 
@@ -26,20 +25,12 @@ use crate::verdict::{Judge, JudgeItem, Verdict};
 /// Settings of the LLM judge.
 #[derive(Debug, Clone)]
 pub struct OpenAiJudgeConfig {
-    /// Base URL (e.g. `http://localhost:8000/v1`); `/chat/completions` is appended.
-    pub base_url: String,
+    /// The endpoint: base URL, API key variable, retries, backoff, timeout.
+    pub client: ClientConfig,
     /// The judge model (EnronQA: `meta-llama/Llama-3.1-70B-Instruct`).
     pub model: String,
-    /// Name of the environment variable holding the API key (`None`: no key).
-    pub api_key_env: Option<String>,
     /// Requests in flight at once.
     pub concurrency: usize,
-    /// Retries per request after the first attempt.
-    pub max_retries: usize,
-    /// First backoff; doubles per retry.
-    pub backoff: Duration,
-    /// Per-request timeout.
-    pub timeout: Duration,
     /// Consecutive failed requests that open the circuit breaker.
     pub breaker_after: usize,
     /// Most tokens the judge may write.
@@ -54,13 +45,9 @@ impl OpenAiJudgeConfig {
     /// asked as JSON where the server allows it.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
-            base_url: base_url.into(),
+            client: ClientConfig::new(base_url),
             model: model.into(),
-            api_key_env: None,
             concurrency: crate::preset::DEFAULT_CONCURRENCY,
-            max_retries: crate::client::DEFAULT_MAX_RETRIES,
-            backoff: crate::client::DEFAULT_BACKOFF,
-            timeout: crate::client::DEFAULT_TIMEOUT,
             breaker_after: 5,
             max_tokens: 256,
             format: VerdictFormat::Auto,
@@ -119,13 +106,7 @@ impl OpenAiJudge {
                 "judge concurrency must be at least 1".into(),
             ));
         }
-        let client = ChatClient::new(ClientConfig {
-            base_url: cfg.base_url.clone(),
-            api_key_env: cfg.api_key_env.clone(),
-            max_retries: cfg.max_retries,
-            backoff: cfg.backoff,
-            timeout: cfg.timeout,
-        })?;
+        let client = ChatClient::new(cfg.client.clone())?;
         let notes = match cache.corrupt_lines {
             0 => Vec::new(),
             n => vec![format!(

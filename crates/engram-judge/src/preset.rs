@@ -105,7 +105,7 @@ impl JudgePreset {
                 verdict_format,
             } => {
                 let mut cfg = OpenAiJudgeConfig::new(base_url, model);
-                cfg.api_key_env = api_key_env.clone();
+                cfg.client.api_key_env = api_key_env.clone();
                 cfg.concurrency = *concurrency;
                 cfg.format = *verdict_format;
                 let cache_path = cache

@@ -86,10 +86,10 @@ fn prompt() -> JudgePrompt {
 
 fn judge(url: &str, cache: &Path) -> OpenAiJudge {
     let mut cfg = OpenAiJudgeConfig::new(url, "judge-model");
-    cfg.api_key_env = Some("ENGRAM_TEST_JUDGE_KEY".into());
-    cfg.timeout = Duration::from_millis(700);
-    cfg.backoff = Duration::from_millis(20);
-    cfg.max_retries = 3;
+    cfg.client.api_key_env = Some("ENGRAM_TEST_JUDGE_KEY".into());
+    cfg.client.timeout = Duration::from_millis(700);
+    cfg.client.backoff = Duration::from_millis(20);
+    cfg.client.max_retries = 3;
     cfg.breaker_after = 2;
     OpenAiJudge::new(cfg, prompt(), JudgeCache::open(cache).unwrap()).unwrap()
 }
@@ -198,7 +198,7 @@ fn bad_prompts_and_missing_keys_are_named() {
     assert!(e.contains("judge.txt") && e.contains("{gold}"), "{e}");
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = OpenAiJudgeConfig::new("http://127.0.0.1:9/v1", "m");
-    cfg.api_key_env = Some("ENGRAM_TEST_UNSET_KEY_VAR".into());
+    cfg.client.api_key_env = Some("ENGRAM_TEST_UNSET_KEY_VAR".into());
     let e = OpenAiJudge::new(
         cfg,
         prompt(),

@@ -14,8 +14,8 @@ use engram_testkit::openai::{Reply, Server};
 fn judge(url: &str, cache: &std::path::Path, format: VerdictFormat) -> OpenAiJudge {
     let mut cfg = OpenAiJudgeConfig::new(url, "judge-model");
     cfg.concurrency = 1;
-    cfg.max_retries = 1;
-    cfg.backoff = std::time::Duration::from_millis(10);
+    cfg.client.max_retries = 1;
+    cfg.client.backoff = std::time::Duration::from_millis(10);
     cfg.format = format;
     let prompt = JudgePrompt::from_text(
         std::path::Path::new("p.txt"),

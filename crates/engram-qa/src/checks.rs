@@ -17,7 +17,7 @@
 use engram_judge::JudgeItem;
 
 use crate::context::{CallError, Ctx, Doc};
-use crate::prompts::Prompt;
+use crate::llm::CachedLlm;
 use crate::record::{CheckOutcome, check};
 use crate::reply::{parse_choice, parse_grade};
 
@@ -47,16 +47,17 @@ pub fn run_checks(
     question: &str,
     answer: &str,
 ) -> Result<Vec<CheckOutcome>, CallError> {
-    let mut out = Vec::new();
     type Check = fn(&Ctx, &Doc, &str, &str) -> Result<CheckOutcome, CallError>;
-    let checks: [Check; 5] = [specific, objective, grounded, grounded_target, quality];
+    let mut checks: Vec<Check> = vec![specific, objective, grounded];
+    if ctx.target.is_some() {
+        checks.push(grounded_target);
+    }
+    checks.push(quality);
+    let mut out = Vec::new();
     for c in checks {
         let o = c(ctx, doc, question, answer)?;
         let failed = !o.passed;
-        // A check that does not apply (no target model) records nothing.
-        if !o.check.is_empty() {
-            out.push(o);
-        }
+        out.push(o);
         if failed {
             break;
         }
@@ -122,7 +123,7 @@ fn specific(ctx: &Ctx, doc: &Doc, question: &str, _: &str) -> Result<CheckOutcom
 }
 
 /// Judges `answers` against `gold`: `Some(verdict)` each, `None` where the judge gave none.
-fn judge_answers(
+pub fn judge_answers(
     ctx: &Ctx,
     question: &str,
     gold: &str,
@@ -197,19 +198,15 @@ fn objective(ctx: &Ctx, doc: &Doc, question: &str, gold: &str) -> Result<CheckOu
     })
 }
 
-/// Asks `question` closed-book of the generator (`target`: of the target model) and judges it.
+/// Asks `question` closed-book of `llm` (greedy, no document) and judges the answer.
 fn closed_book(
     ctx: &Ctx,
+    llm: &CachedLlm,
     question: &str,
     gold: &str,
-    target: bool,
 ) -> Result<(String, Option<bool>), CallError> {
-    let prompt: &Prompt = &ctx.prompts.closed_book;
-    let text = if target {
-        ctx.ask_target(prompt, &[("question", question)])?
-    } else {
-        ctx.ask(prompt, &[("question", question)], 0.0, 0, &[])?
-    };
+    let prompt = &ctx.prompts.closed_book;
+    let text = ctx.ask_of(llm, prompt, &[("question", question)], 0.0, 0, &[])?;
     let text = text.trim().to_string();
     let v = judge_answers(ctx, question, gold, std::slice::from_ref(&text))?;
     Ok((text, v[0]))
@@ -245,7 +242,7 @@ fn grounded_outcome(name: &str, who: &str, answer: &str, verdict: Option<bool>) 
 }
 
 fn grounded(ctx: &Ctx, _: &Doc, question: &str, gold: &str) -> Result<CheckOutcome, CallError> {
-    let (answer, v) = closed_book(ctx, question, gold, false)?;
+    let (answer, v) = closed_book(ctx, ctx.generator, question, gold)?;
     Ok(grounded_outcome(
         check::GROUNDED,
         "the generator",
@@ -260,10 +257,8 @@ fn grounded_target(
     question: &str,
     gold: &str,
 ) -> Result<CheckOutcome, CallError> {
-    if ctx.target.is_none() {
-        return Ok(outcome("", true, String::new()));
-    }
-    let (answer, v) = closed_book(ctx, question, gold, true)?;
+    let target = ctx.target.expect("run only with a target model");
+    let (answer, v) = closed_book(ctx, target, question, gold)?;
     Ok(grounded_outcome(
         check::GROUNDED_TARGET,
         "the model to train",

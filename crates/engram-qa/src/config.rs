@@ -82,6 +82,12 @@ impl QaConfig {
         Ok(cfg)
     }
 
+    /// How many of `available` documents pairs are generated from: the first `max_documents`,
+    /// or all.
+    pub fn documents_used(&self, available: usize) -> usize {
+        available.min(self.max_documents.unwrap_or(usize::MAX))
+    }
+
     /// Names the first setting out of range.
     pub fn check(&self) -> Result<()> {
         let bad = |key: &str, problem: &str| {

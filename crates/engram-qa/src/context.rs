@@ -20,6 +20,8 @@ use crate::prompts::{Prompt, QaPrompts};
 /// A document as the prompts show it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Doc {
+    /// Its place in the corpus (and in [`Ctx::docs`]).
+    pub index: usize,
     /// The corpus id.
     pub id: String,
     /// Its text, cut to `max_document_chars`.
@@ -99,9 +101,11 @@ impl<'a> Ctx<'a> {
     ) -> Result<Self, QaError> {
         let docs: Vec<Doc> = documents
             .iter()
-            .map(|d| {
+            .enumerate()
+            .map(|(index, d)| {
                 let (text, truncated) = cut(&d.text, cfg.max_document_chars);
                 Doc {
+                    index,
                     id: d.id.clone(),
                     text,
                     truncated,
@@ -129,9 +133,7 @@ impl<'a> Ctx<'a> {
 
     /// How many documents pairs are generated from: the first `max_documents`, or all.
     pub fn generated_from(&self) -> usize {
-        self.docs
-            .len()
-            .min(self.cfg.max_documents.unwrap_or(usize::MAX))
+        self.cfg.documents_used(self.docs.len())
     }
 
     /// A seed for one sampled call, derived from the run's seed and what the call is for, so a
@@ -157,20 +159,30 @@ impl<'a> Ctx<'a> {
         seed: u64,
         documents: &[&str],
     ) -> Result<String, CallError> {
+        self.ask_of(self.generator, prompt, values, temperature, seed, documents)
+    }
+
+    /// Asks `llm` (the generator or the target model) as [`Ctx::ask`] asks the generator.
+    pub fn ask_of(
+        &self,
+        llm: &CachedLlm,
+        prompt: &Prompt,
+        values: &[(&str, &str)],
+        temperature: f64,
+        seed: u64,
+        documents: &[&str],
+    ) -> Result<String, CallError> {
         let req = ChatRequest {
             messages: prompt.messages(values),
             temperature,
             seed: if temperature == 0.0 { 0 } else { seed },
             max_tokens: self.cfg.max_tokens,
         };
-        let endpoint = self.generator.llm().endpoint();
-        let (c, asked) = self
-            .generator
-            .call(&req)
-            .map_err(|message| CallError::Call {
-                endpoint: endpoint.clone(),
-                message,
-            })?;
+        let endpoint = llm.llm().endpoint();
+        let (c, asked) = llm.call(&req).map_err(|message| CallError::Call {
+            endpoint: endpoint.clone(),
+            message,
+        })?;
         if asked {
             let mut sent = self.sent.lock().expect("sent lock");
             for d in documents {
@@ -180,28 +192,6 @@ impl<'a> Ctx<'a> {
             }
         }
         Ok(c.text)
-    }
-
-    /// Asks the target model (greedy); it never sees a document.
-    pub fn ask_target(
-        &self,
-        prompt: &Prompt,
-        values: &[(&str, &str)],
-    ) -> Result<String, CallError> {
-        let target = self.target.expect("a target model");
-        let req = ChatRequest {
-            messages: prompt.messages(values),
-            temperature: 0.0,
-            seed: 0,
-            max_tokens: self.cfg.max_tokens,
-        };
-        target
-            .call(&req)
-            .map(|(c, _)| c.text)
-            .map_err(|message| CallError::Call {
-                endpoint: target.llm().endpoint(),
-                message,
-            })
     }
 
     /// Verdicts on `items` (`None` where the judge gave none).
@@ -236,11 +226,7 @@ impl<'a> Ctx<'a> {
         question: &str,
         trial: usize,
     ) -> (Vec<usize>, usize) {
-        let own = self
-            .docs
-            .iter()
-            .position(|d| d.id == doc.id)
-            .expect("the pair's document is in the corpus");
+        let own = doc.index;
         // Every document, best first (those sharing no term with the question in corpus order).
         let mut similar = self.index.search(question, self.docs.len());
         similar.retain(|&i| i != own && self.docs[i].text != doc.text);

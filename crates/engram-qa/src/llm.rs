@@ -58,17 +58,14 @@ pub trait Llm: Send + Sync {
 pub struct OpenAiLlm {
     client: ChatClient,
     model: String,
-    base_url: String,
 }
 
 impl OpenAiLlm {
     /// The model `model` at `cfg`'s endpoint (its API key read from the environment now).
     pub fn new(cfg: ClientConfig, model: impl Into<String>) -> engram_judge::Result<Self> {
-        let base_url = cfg.base_url.clone();
         Ok(Self {
             client: ChatClient::new(cfg)?,
             model: model.into(),
-            base_url,
         })
     }
 
@@ -84,11 +81,11 @@ impl Llm for OpenAiLlm {
     }
 
     fn endpoint(&self) -> String {
-        self.base_url.clone()
+        self.client.config().base_url.clone()
     }
 
     fn is_local(&self) -> bool {
-        engram_judge::is_loopback(&self.base_url)
+        engram_judge::is_loopback(&self.client.config().base_url)
     }
 
     fn complete(&self, req: &ChatRequest) -> Result<Completion, String> {

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use engram_io::{Progress, Stop};
 
-use crate::checks::{answer_from_document, quote, run_checks};
+use crate::checks::{answer_from_document, judge_answers, quote, run_checks};
 use crate::context::{CallError, Ctx, Doc};
 use crate::error::QaError;
 use crate::record::{PairRecord, RephraseTry, Round, Status, reason};
@@ -204,11 +204,7 @@ fn pairs_of(ctx: &Ctx, doc: &Doc) -> Result<Vec<PairRecord>, CallError> {
 
 /// One pair slot: generation, checks and refinement.
 fn one_pair(ctx: &Ctx, doc: &Doc, q: usize, previous: &[String]) -> Result<PairRecord, CallError> {
-    let listed = if previous.is_empty() {
-        "(none yet)".to_string()
-    } else {
-        previous.iter().map(|p| format!("- {p}\n")).collect()
-    };
+    let listed = bullets(previous);
     let mut rec = PairRecord {
         id: format!("{}/q{q}", doc.id),
         document: doc.id.clone(),
@@ -231,7 +227,7 @@ fn one_pair(ctx: &Ctx, doc: &Doc, q: usize, previous: &[String]) -> Result<PairR
                 let seed = ctx.seed(&[&doc.id, &qs, "generate", &rs]);
                 ctx.ask(
                     &ctx.prompts.generate,
-                    &[("document", &doc.text), ("previous", listed.trim_end())],
+                    &[("document", &doc.text), ("previous", &listed)],
                     ctx.cfg.temperature,
                     seed,
                     &[&doc.id],
@@ -295,6 +291,18 @@ fn one_pair(ctx: &Ctx, doc: &Doc, q: usize, previous: &[String]) -> Result<PairR
     Ok(rec)
 }
 
+/// Earlier questions as a prompt lists them: one `- ` line each, or `(none yet)`.
+fn bullets(items: &[String]) -> String {
+    if items.is_empty() {
+        return "(none yet)".into();
+    }
+    items
+        .iter()
+        .map(|i| format!("- {i}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Case, punctuation and spacing aside.
 fn normalized(q: &str) -> String {
     q.split(|c: char| !c.is_alphanumeric())
@@ -310,15 +318,11 @@ fn rephrase(ctx: &Ctx, doc: &Doc, mut rec: PairRecord) -> Result<PairRecord, Cal
     let gold = rec.answer.clone().expect("a kept pair has an answer");
     let mut rejected: Vec<String> = Vec::new();
     for t in 0..ctx.cfg.rephrase_tries {
-        let listed: String = if rejected.is_empty() {
-            "(none yet)".into()
-        } else {
-            rejected.iter().map(|r| format!("- {r}\n")).collect()
-        };
+        let listed = bullets(&rejected);
         let seed = ctx.seed(&[&doc.id, &question, "rephrase", &t.to_string()]);
         let text = ctx.ask(
             &ctx.prompts.rephrase,
-            &[("question", &question), ("previous", listed.trim_end())],
+            &[("question", &question), ("previous", &listed)],
             ctx.cfg.temperature,
             seed,
             &[],
@@ -342,13 +346,7 @@ fn rephrase(ctx: &Ctx, doc: &Doc, mut rec: PairRecord) -> Result<PairRecord, Cal
             continue;
         }
         let answer = answer_from_document(ctx, doc, &r, 0.0, 0)?;
-        let v = ctx.judge(&[engram_judge::JudgeItem {
-            id: rec.id.clone(),
-            question: r.clone(),
-            gold: gold.clone(),
-            answer: Some(answer.clone()),
-            document: None,
-        }])?;
+        let v = judge_answers(ctx, &r, &gold, std::slice::from_ref(&answer))?;
         let verified = v[0] == Some(true);
         rec.rephrasings.push(RephraseTry {
             question: Some(r.clone()),

@@ -41,9 +41,7 @@ pub const FORMAT: u32 = 1;
 
 /// The directory beside a fact file that holds a run's records and caches: `OUT.qa`.
 pub fn run_dir(out: &Path) -> PathBuf {
-    let mut name = out.file_name().unwrap_or_default().to_os_string();
-    name.push(".qa");
-    out.with_file_name(name)
+    engram_io::sibling(out, ".qa")
 }
 
 /// What a run needs.
@@ -214,15 +212,6 @@ pub fn settings_hash(spec: &QaSpec) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn jsonl<T: Serialize>(items: impl IntoIterator<Item = T>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for it in items {
-        serde_json::to_writer(&mut out, &it).expect("serializes");
-        out.push(b'\n');
-    }
-    out
-}
-
 fn append_sent(path: &Path, sent: &[Sent]) -> Result<()> {
     if sent.is_empty() {
         return Ok(());
@@ -313,7 +302,7 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
         llm_calls_per_kept_fact: (!kept.is_empty()).then(|| all_calls as f64 / kept.len() as f64),
     };
     let checks_path = dir.join("checks.jsonl");
-    engram_io::write_file(&checks_path, &jsonl(records))?;
+    engram_io::write_jsonl(&checks_path, records)?;
     let manifest_json = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
     engram_io::write_file(&dir.join("manifest.json"), &manifest_json)?;
     if let Some(e) = produced.error {
@@ -339,7 +328,7 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
         answer: r.answer.clone().expect("kept"),
         source: Some(r.document.clone()),
     });
-    engram_io::write_file(spec.out, &jsonl(facts))?;
+    engram_io::write_jsonl(spec.out, facts)?;
     Ok(QaSummary {
         manifest,
         facts: spec.out.to_path_buf(),

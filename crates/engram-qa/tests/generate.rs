@@ -318,9 +318,9 @@ fn run(corpus: &Path, out: &Path, url: &str) -> (Result<engram_qa::QaSummary, Qa
     client.max_retries = 3;
     let generator = OpenAiLlm::new(client, "scripted-generator").unwrap();
     let mut jc = OpenAiJudgeConfig::new(url, "scripted-judge");
-    jc.api_key_env = Some(KEY_VAR.into());
-    jc.backoff = Duration::from_millis(10);
-    jc.max_retries = 3;
+    jc.client.api_key_env = Some(KEY_VAR.into());
+    jc.client.backoff = Duration::from_millis(10);
+    jc.client.max_retries = 3;
     let prompt =
         JudgePrompt::load(&engram_testkit::repo().join("configs/judges/enronqa-judge.txt"))
             .unwrap();

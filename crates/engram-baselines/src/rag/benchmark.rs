@@ -5,7 +5,7 @@
 //! benchmark can be written out in BEIR's layout ([`write_beir`]) with a TREC run file per
 //! retriever, so other tools can run or score it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use engram_io::Progress;
@@ -160,15 +160,6 @@ pub fn run_benchmark(
     })
 }
 
-fn jsonl(rows: impl Iterator<Item = serde_json::Value>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for r in rows {
-        serde_json::to_writer(&mut out, &r).expect("serializes");
-        out.push(b'\n');
-    }
-    out
-}
-
 /// Writes the benchmark in BEIR's layout under `dir` — `corpus.jsonl` (`_id`, `title`,
 /// `text`), `queries.jsonl` (`_id`, `text`), `qrels/test.tsv` (`query-id`, `corpus-id`,
 /// `score`) — and, for each retriever's results, `runs/<retriever>.trec` (TREC run format:
@@ -179,30 +170,33 @@ pub fn write_beir(
     queries: &[BenchQuery],
     scores: &[RetrieverScores],
 ) -> Result<()> {
-    let write = |rel: &str, bytes: &[u8]| -> Result<()> {
+    // Each file's path under `dir`, its folder made.
+    let place = |rel: &str| -> Result<PathBuf> {
         let path = dir.join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| {
                 BaselineError::Bad(format!("cannot create {}: {e}", parent.display()))
             })?;
         }
-        engram_io::write_file(&path, bytes)
-            .map_err(|e| BaselineError::Bad(format!("cannot write {}: {e}", path.display())))
+        Ok(path)
     };
-    write(
-        "corpus.jsonl",
-        &jsonl(docs.iter().map(|d| {
+    let failed = |e: engram_io::AtomicError| BaselineError::Bad(format!("cannot write {e}"));
+    let write =
+        |rel: &str, bytes: &[u8]| engram_io::write_file(&place(rel)?, bytes).map_err(failed);
+    engram_io::write_jsonl(
+        &place("corpus.jsonl")?,
+        docs.iter().map(|d| {
             serde_json::json!({"_id": d.id, "title": d.title.clone().unwrap_or_default(), "text": d.text})
-        })),
-    )?;
-    write(
-        "queries.jsonl",
-        &jsonl(
-            queries
-                .iter()
-                .map(|q| serde_json::json!({"_id": q.id, "text": q.text})),
-        ),
-    )?;
+        }),
+    )
+    .map_err(failed)?;
+    engram_io::write_jsonl(
+        &place("queries.jsonl")?,
+        queries
+            .iter()
+            .map(|q| serde_json::json!({"_id": q.id, "text": q.text})),
+    )
+    .map_err(failed)?;
     let mut qrels = String::from("query-id\tcorpus-id\tscore\n");
     for q in queries {
         qrels.push_str(&format!("{}\t{}\t1\n", q.id, docs[q.relevant].id));

@@ -163,7 +163,7 @@ fn run_generate(a: GenerateArgs) -> Result<()> {
     };
     if a.dry_run {
         let (docs, unfiltered) = corpus_documents(&a.corpus)?;
-        let take = docs.len().min(cfg.max_documents.unwrap_or(usize::MAX));
+        let take = cfg.documents_used(docs.len());
         let texts: Vec<&str> = docs[..take].iter().map(|d| d.text.as_str()).collect();
         let e = engram_qa::estimate(&texts, &cfg, &prompts, a.target_model.is_some());
         println!(
