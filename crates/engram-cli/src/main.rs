@@ -3,8 +3,8 @@
 //! A thin command line over the library crates; each subcommand lives in `commands/`.
 
 mod commands;
+mod judge_arg;
 mod loaded;
-mod local_llm;
 mod progress;
 mod signals;
 

@@ -15,6 +15,8 @@ pub enum Kind {
     Markdown,
     /// HTML, as text.
     Html,
+    /// PDF, its text as the PDF reader lays it out.
+    Pdf,
 }
 
 impl Kind {
@@ -25,6 +27,7 @@ impl Kind {
             Kind::Text => "text",
             Kind::Markdown => "markdown",
             Kind::Html => "html",
+            Kind::Pdf => "pdf",
         }
     }
 }

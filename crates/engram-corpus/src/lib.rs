@@ -11,6 +11,7 @@ pub mod document;
 pub mod error;
 pub mod filter;
 pub mod normalize;
+pub mod pdf;
 pub mod read;
 
 pub use corpus::{Corpus, Manifest};

@@ -6,10 +6,12 @@
 //!   `Message-ID:` …), parsed with `mail-parser` (MIME parts, charsets, quoted-printable,
 //!   base64; an HTML-only body as text);
 //! - mbox: `.mbox`, or a file opening with a `From ` line: each message as above;
+//! - `.pdf` (or a file opening with `%PDF`): its text and title ([`crate::pdf`]);
 //! - `.html`/`.htm` as text, `.md`/`.markdown` as written, anything else as UTF-8 text.
 //!
 //! What cannot be read — an empty file, a binary one, text that is not UTF-8, a message
-//! without a text body, a PDF — is an [`Unreadable`] with its reason, never an error.
+//! without a text body, a PDF the reader cannot read — is an [`Unreadable`] with its reason,
+//! never an error.
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::document::{Document, Kind, Provenance, document_id};
 use crate::error::{CorpusError, Result};
 use crate::normalize::normalize;
+use crate::pdf::read_pdf;
 
 /// A file (or a message of one) that gave no document, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,7 +31,7 @@ pub struct Unreadable {
     /// The file (`file#N` for the N-th message of an mbox).
     pub path: String,
     /// The reason's short name, counted in the manifest (`empty`, `binary`, `not-utf8`,
-    /// `unparseable-email`, `no-text-body`, `pdf`, `io`).
+    /// `unparseable-email`, `no-text-body`, `unreadable-pdf`, `io`).
     pub reason: String,
     /// The reason in words.
     pub detail: String,
@@ -161,12 +164,31 @@ fn read_file(path: &Path, got: &mut Ingested) {
         return unreadable(got, shown, "empty", "empty file".into());
     }
     if ext == "pdf" || bytes.starts_with(b"%PDF") {
-        return unreadable(
-            got,
-            shown,
-            "pdf",
-            "PDF: this build reads no PDF text (convert it first, e.g. with pdftotext)".into(),
-        );
+        return match read_pdf(&bytes) {
+            Ok((title, body)) => {
+                let text = normalize(&body);
+                if text.is_empty() {
+                    return unreadable(
+                        got,
+                        shown,
+                        "empty",
+                        "no text once read (a scanned PDF needs OCR first)".into(),
+                    );
+                }
+                got.documents.push(Document {
+                    id: document_id(&bytes),
+                    kind: Kind::Pdf,
+                    title,
+                    text,
+                    provenance: Provenance {
+                        file: shown,
+                        folder: maildir_folder(path),
+                        ..Provenance::default()
+                    },
+                });
+            }
+            Err((reason, detail)) => unreadable(got, shown, reason, detail),
+        };
     }
     if let Some(at) = bytes.iter().take(8192).position(|&b| b == 0) {
         return unreadable(

@@ -1,7 +1,8 @@
 //! Reading every kind of file a user's folder holds: RFC 822 mail with MIME parts, charsets,
-//! quoted-printable and base64; mbox; maildir trees; Markdown, HTML and text — and the files
-//! that give no document (empty, binary, not UTF-8, a PDF, mail without a text body) named with
-//! their reasons, never a panic or an error.
+//! quoted-printable and base64; mbox; maildir trees; Markdown, HTML, text and PDF (a real one
+//! written by fpdf2: `tests/peers/make_pdf_fixture.py`) — and the files that give no document
+//! (empty, binary, not UTF-8, a broken PDF, mail without a text body) named with their reasons,
+//! never a panic or an error.
 
 use std::path::{Path, PathBuf};
 
@@ -96,10 +97,18 @@ fn every_kind_of_file_is_read_or_named() {
     put(r, "notes/logo.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
     put(r, "notes/latin1.txt", b"Caf\xe9 au lait\n");
     put(r, "notes/report.pdf", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n");
+    put(
+        r,
+        "notes/memo.pdf",
+        &std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/corpus-pdf/memo.pdf"),
+        )
+        .unwrap(),
+    );
     put(r, "notes/.hidden", b"not read\n");
 
     let got = ingest(&[r.to_path_buf()], &Quiet).unwrap();
-    assert_eq!(got.files, 14, "tmp/ and hidden files are not listed");
+    assert_eq!(got.files, 15, "tmp/ and hidden files are not listed");
     let by_title = |t: &str| {
         got.documents
             .iter()
@@ -151,7 +160,24 @@ fn every_kind_of_file_is_read_or_named() {
         (plain.kind, plain.text.as_str()),
         (Kind::Text, "Plain notes, café, 2°C.")
     );
-    assert_eq!(got.documents.len(), 10, "{:#?}", got.documents);
+    let pdf = got
+        .documents
+        .iter()
+        .find(|d| d.provenance.file.ends_with("memo.pdf"))
+        .unwrap();
+    assert_eq!(pdf.kind, Kind::Pdf);
+    assert_eq!(pdf.title.as_deref(), Some("Gas storage review memo"));
+    for said in [
+        "Gas Storage Review",
+        "in room EB-3321",
+        "Tim Belden leads it",
+        "Chris Foster and Jeff Richter.",
+    ] {
+        assert!(pdf.text.contains(said), "{said:?} in {:?}", pdf.text);
+    }
+    // Page 1 before page 2.
+    assert!(pdf.text.find("EB-3321") < pdf.text.find("Portland"));
+    assert_eq!(got.documents.len(), 11, "{:#?}", got.documents);
 
     let reason = |f: &str| {
         got.unreadable
@@ -169,7 +195,7 @@ fn every_kind_of_file_is_read_or_named() {
         reason("latin1.txt"),
         ("not-utf8", "not UTF-8 text (an invalid byte at offset 3)")
     );
-    assert_eq!(reason("report.pdf").0, "pdf");
+    assert_eq!(reason("report.pdf").0, "unreadable-pdf");
     assert_eq!(reason("attachment-only.eml").0, "no-text-body");
     assert_eq!(got.unreadable.len(), 5);
 

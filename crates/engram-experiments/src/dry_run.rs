@@ -8,6 +8,7 @@ use engram_checkpoint::Checkpoint;
 use engram_facts::Fact;
 use engram_model::LlamaConfig;
 
+use crate::corpus_facts;
 use crate::estimate::{estimate, human_bytes, human_seconds};
 use crate::experiment::Experiment;
 use crate::facts::{load_pool, samples};
@@ -76,6 +77,12 @@ pub fn dry_run(exp: &Experiment, results: &Path, only: &[String], flops: f64) ->
         cells.len(),
         results.display()
     );
+    if placeholder && exp.facts.source == "corpus" {
+        for line in corpus_facts::estimate_lines(exp)? {
+            s.push_str(&line);
+            s.push('\n');
+        }
+    }
     match &arch {
         Some((cfg, origin)) => s.push_str(&format!(
             "model {} ({:.2} B parameters, from {origin}); estimates at {:.2} TFLOP/s (--tflops)\n\n",

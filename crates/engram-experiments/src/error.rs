@@ -18,7 +18,7 @@ pub enum ExperimentError {
     MissingPreset {
         /// The experiment file.
         experiment: PathBuf,
-        /// models, training or judges.
+        /// models, training, judges or qa.
         kind: &'static str,
         /// The name it gave.
         name: String,
@@ -64,6 +64,44 @@ pub enum ExperimentError {
     /// A fact file problem.
     #[error(transparent)]
     Facts(#[from] engram_facts::FactsError),
+    /// The verified facts of a `source = "corpus"` experiment are not built yet.
+    #[error(
+        "{experiment}: the verified facts {facts} are not built yet (run `engram sweep {experiment}`, which builds them first, or `engram qa generate`)"
+    )]
+    FactsNotBuilt {
+        /// The experiment file.
+        experiment: PathBuf,
+        /// The fact file it names.
+        facts: PathBuf,
+    },
+    /// The fact file was made with other QA settings than the experiment gives now.
+    #[error(
+        "{facts} was generated with other QA settings than {experiment} gives now ({changed}); rerun with --rebuild-facts to generate them again (unchanged LLM calls come from the cache, and cells run on the old facts run again), or set facts.path to a new file to keep both"
+    )]
+    StaleFacts {
+        /// The experiment file.
+        experiment: PathBuf,
+        /// The fact file.
+        facts: PathBuf,
+        /// What changed, `key: old → new`, separated by `; `.
+        changed: String,
+    },
+    /// A fact file that QA generation did not write (no `OUT.qa/manifest.json` beside it).
+    #[error(
+        "{facts} holds facts that `engram qa generate` did not write (no {manifest}); a corpus experiment will not overwrite it: set facts.path to a new file, or use facts.source = \"jsonl\" to run on it as it is"
+    )]
+    ForeignFacts {
+        /// The fact file.
+        facts: PathBuf,
+        /// The manifest looked for.
+        manifest: PathBuf,
+    },
+    /// QA generation failed (what it made so far is cached).
+    #[error(transparent)]
+    Qa(#[from] engram_qa::QaError),
+    /// A judge could not be built.
+    #[error(transparent)]
+    Judge(#[from] engram_judge::JudgeError),
 }
 
 impl ExperimentError {

@@ -9,7 +9,7 @@
 //! backend = "cpu"                     # cpu, wgpu, cuda[:N], auto
 //!
 //! [facts]
-//! source = "jsonl"                    # or "enronqa"
+//! source = "jsonl"                    # or "enronqa", or "corpus" (see crate::qa_setup)
 //! path = "data/smoke-facts.jsonl"     # jsonl: relative to this file
 //! sizes = [10, 20]
 //! seed = 0
@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ExperimentError, Result};
 use crate::presets::{JudgePreset, ModelPreset, TrainingPreset, parse, read};
+use crate::qa_setup::{QaSection, QaSetup, prompts_dir};
 
 /// The experiment file as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -48,6 +49,8 @@ struct ExperimentFile {
     methods: MethodsSpec,
     #[serde(default)]
     answer: AnswerConfig,
+    #[serde(default)]
+    qa: Option<QaSection>,
     #[serde(default, rename = "override")]
     overrides: Overrides,
 }
@@ -56,7 +59,8 @@ fn cpu() -> String {
     "cpu".into()
 }
 
-/// Per-preset overrides (`[override.model]`, `[override.training]`, `[override.judge]`).
+/// Per-preset overrides (`[override.model]`, `[override.training]`, `[override.judge]`,
+/// `[override.qa]`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Overrides {
@@ -66,17 +70,24 @@ struct Overrides {
     training: toml::Table,
     #[serde(default)]
     judge: toml::Table,
+    #[serde(default)]
+    qa: toml::Table,
 }
 
 /// Where the facts come from and how many (`[facts]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FactsSpec {
-    /// `jsonl` (a fact file) or `enronqa` (the EnronQA parquet files, via the hub).
+    /// `jsonl` (a fact file), `enronqa` (the EnronQA parquet files, via the hub) or `corpus`
+    /// (verified facts generated from a corpus directory as `[qa]` says, then reused).
     pub source: String,
-    /// The JSONL file (relative to the experiment file), for `source = "jsonl"`.
+    /// The JSONL file (relative to the experiment file): read for `source = "jsonl"`, written
+    /// (and reused while the QA settings hold) for `source = "corpus"`.
     #[serde(default)]
     pub path: Option<String>,
+    /// The corpus directory (relative to the experiment file), for `source = "corpus"`.
+    #[serde(default)]
+    pub corpus: Option<String>,
     /// EnronQA split: train, dev or test.
     #[serde(default)]
     pub split: Option<String>,
@@ -154,6 +165,8 @@ pub struct Experiment {
     pub methods: MethodsSpec,
     /// Answering (batch size, token limit).
     pub answer: AnswerConfig,
+    /// QA generation, for `facts.source = "corpus"`.
+    pub qa: Option<QaSetup>,
 }
 
 /// The `configs/` directory that belongs to an experiment file: `../configs` beside its
@@ -184,6 +197,22 @@ impl Experiment {
         )?;
         let (judge, judge_file) =
             resolve::<JudgePreset>(path, configs, "judges", &file.judge, &file.overrides.judge)?;
+        let qa = match &file.qa {
+            Some(section) => Some(resolve_qa(
+                path,
+                configs,
+                section,
+                &file.overrides.qa,
+                (&judge, &judge_file),
+            )?),
+            None if !file.overrides.qa.is_empty() => {
+                return Err(ExperimentError::Config {
+                    path: path.to_path_buf(),
+                    message: "[override.qa] without a [qa] table (QA generation is for facts.source = \"corpus\")".into(),
+                });
+            }
+            None => None,
+        };
         let name = match file.name {
             Some(n) => n,
             None => path
@@ -204,6 +233,7 @@ impl Experiment {
             facts: file.facts,
             methods: file.methods,
             answer: file.answer,
+            qa,
         };
         exp.validate()?;
         Ok(exp)
@@ -224,22 +254,57 @@ impl Experiment {
                 f.sizes
             )));
         }
+        let enronqa_keys = [("split", &f.split), ("inbox", &f.inbox), ("dir", &f.dir)];
+        if f.source != "corpus" {
+            if f.corpus.is_some() {
+                return Err(self.bad("facts.corpus is only for facts.source = \"corpus\"".into()));
+            }
+            if self.qa.is_some() {
+                return Err(self.bad(format!(
+                    "[qa] is only for facts.source = \"corpus\" (this experiment's is \"{}\")",
+                    f.source
+                )));
+            }
+        }
         match f.source.as_str() {
-            "jsonl" => {
+            "jsonl" | "corpus" => {
+                let s = f.source.as_str();
                 if f.path.is_none() {
-                    return Err(self.bad("facts.source = \"jsonl\" needs facts.path".into()));
+                    return Err(self.bad(format!("facts.source = \"{s}\" needs facts.path")));
                 }
-                for (key, v) in [("split", &f.split), ("inbox", &f.inbox), ("dir", &f.dir)] {
+                for (key, v) in enronqa_keys {
                     if v.is_some() {
                         return Err(self.bad(format!(
                             "facts.{key} is only for facts.source = \"enronqa\""
                         )));
                     }
                 }
+                if s == "corpus" {
+                    if f.corpus.is_none() {
+                        return Err(self.bad(
+                            "facts.source = \"corpus\" needs facts.corpus (a directory from `engram corpus ingest`)".into(),
+                        ));
+                    }
+                    let Some(qa) = &self.qa else {
+                        return Err(self.bad(
+                            "facts.source = \"corpus\" needs a [qa] table (at least qa.generator)"
+                                .into(),
+                        ));
+                    };
+                    let is_local = qa.section.generator.starts_with("local:");
+                    if !is_local && qa.section.model.is_none() {
+                        return Err(self.bad(format!(
+                            "qa.generator = \"{}\" needs qa.model (the model name at that endpoint)",
+                            qa.section.generator
+                        )));
+                    }
+                }
             }
             "enronqa" => {
                 if f.path.is_some() {
-                    return Err(self.bad("facts.path is only for facts.source = \"jsonl\"".into()));
+                    return Err(self.bad(
+                        "facts.path is only for facts.source = \"jsonl\" or \"corpus\"".into(),
+                    ));
                 }
                 let split = f.split.as_deref().unwrap_or("train");
                 if !["train", "dev", "test"].contains(&split) {
@@ -250,7 +315,7 @@ impl Experiment {
             }
             other => {
                 return Err(self.bad(format!(
-                    "facts.source = \"{other}\": expected \"jsonl\" or \"enronqa\""
+                    "facts.source = \"{other}\": expected \"jsonl\", \"enronqa\" or \"corpus\""
                 )));
             }
         }
@@ -339,6 +404,7 @@ fn resolve<T: DeserializeOwned>(
         let section = match kind {
             "models" => "model",
             "judges" => "judge",
+            "qa" => "qa",
             _ => "training",
         };
         ExperimentError::Config {
@@ -351,4 +417,34 @@ fn resolve<T: DeserializeOwned>(
         }
     })?;
     Ok((parsed, file))
+}
+
+/// The `[qa]` table resolved: its settings preset (`configs/qa/<name>.toml`) with
+/// `[override.qa]`, checked; its judge preset, or the experiment's (`judge`); its prompts.
+fn resolve_qa(
+    experiment: &Path,
+    configs: &Path,
+    section: &QaSection,
+    overrides: &toml::Table,
+    judge: (&JudgePreset, &Path),
+) -> Result<QaSetup> {
+    let (cfg, settings_file) =
+        resolve::<engram_qa::QaConfig>(experiment, configs, "qa", &section.settings, overrides)?;
+    cfg.check().map_err(|e| ExperimentError::Config {
+        path: settings_file.clone(),
+        message: format!("{e} (with the experiment's [override.qa])"),
+    })?;
+    let (judge, judge_file) = match &section.judge {
+        Some(name) => {
+            resolve::<JudgePreset>(experiment, configs, "judges", name, &toml::Table::new())?
+        }
+        None => (judge.0.clone(), judge.1.to_path_buf()),
+    };
+    Ok(QaSetup {
+        section: section.clone(),
+        cfg,
+        prompts: prompts_dir(experiment, configs, section.prompts.as_deref()),
+        judge,
+        judge_dir: judge_file.parent().unwrap_or(Path::new(".")).to_path_buf(),
+    })
 }

@@ -3,8 +3,9 @@
 //! Start here — the path of one cell:
 //! 1. [`experiment`] reads `experiments/NAME.toml` and resolves the presets it names
 //!    ([`presets`]: model, training, judge), overrides applied, unknown keys named;
-//! 2. [`facts`] loads the fact pool (JSONL, or EnronQA's parquet files via [`enronqa`]) and
-//!    draws the nested samples of every size;
+//! 2. [`facts`] loads the fact pool (JSONL, EnronQA's parquet files via [`enronqa`], or the
+//!    verified facts [`corpus_facts`] builds from a corpus as [`qa_setup`] says, with a model
+//!    engram runs itself through [`local_llm`]) and draws the nested samples of every size;
 //! 3. [`plan`] lists the selected [`cells`] (facts × method) with the configuration hash that
 //!    decides each one and its state in the results directory (`--dry-run` adds
 //!    [`estimate`]s to the same plan);
@@ -18,6 +19,7 @@
 //! [`launch`] freezes the cells to do into a manifest and [`slurm`] submits them as job arrays.
 
 pub mod cells;
+pub mod corpus_facts;
 pub mod dry_run;
 pub mod enronqa;
 pub mod error;
@@ -25,11 +27,13 @@ pub mod estimate;
 pub mod experiment;
 pub mod facts;
 pub mod launch;
+pub mod local_llm;
 pub mod lock;
 pub mod per_fact;
 pub mod plan;
 pub mod plot;
 pub mod presets;
+pub mod qa_setup;
 pub mod record;
 pub mod render;
 pub mod slurm;

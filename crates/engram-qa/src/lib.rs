@@ -7,17 +7,21 @@
 //! record of every pair ([`record`]). The stages are in [`pipeline`], the checks in [`checks`];
 //! every call goes through the persistent cache of [`llm::CachedLlm`], so an interrupted run
 //! resumes where it stopped and a rerun writes the same bytes. `--local-only` is enforced in
-//! [`run`] before anything is sent; [`estimate`] sizes a run without asking anything. Nothing
-//! here prints.
+//! [`run`] before anything is sent; [`estimate`] sizes a run without asking anything; [`freshness`] says whether a fact file is
+//! what the settings would make now (a sweep reuses it only then). Nothing
+//! here prints. [`reader`] answers a retrieval benchmark's questions from retrieved documents
+//! and judges them (reader accuracy, EnronQA Table 4's shape).
 
 pub mod checks;
 pub mod config;
 pub mod context;
 pub mod error;
 pub mod estimate;
+pub mod freshness;
 pub mod llm;
 pub mod pipeline;
 pub mod prompts;
+pub mod reader;
 pub mod record;
 pub mod reply;
 pub mod run;
@@ -25,6 +29,7 @@ pub mod run;
 pub use config::QaConfig;
 pub use error::{QaError, Result};
 pub use estimate::{Estimate, estimate};
+pub use freshness::{Freshness, RunIdentity, freshness, read_manifest};
 pub use llm::{ChatRequest, Completion, Llm, OpenAiLlm};
 pub use prompts::QaPrompts;
 pub use record::{PairRecord, Status};

@@ -26,11 +26,11 @@ use engram_io::{Progress, Stop};
 use engram_judge::Judge;
 use engram_judge::cache::JudgeCache;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::config::QaConfig;
 use crate::context::{Ctx, Sent};
 use crate::error::{QaError, Result};
+use crate::freshness::RunIdentity;
 use crate::llm::{CachedLlm, CallCounts, Llm};
 use crate::pipeline::produce;
 use crate::prompts::QaPrompts;
@@ -105,7 +105,8 @@ pub struct QaManifest {
     pub settings: QaConfig,
     /// The prompt directory.
     pub prompts: String,
-    /// SHA-256 over settings, prompts, models and judge: the same hash, the same facts.
+    /// SHA-256 over settings (less those that only pace the run), prompts, models and judge:
+    /// the same hash, the same facts ([`RunIdentity::hash`]).
     pub settings_hash: String,
     /// Pair slots finished.
     pub pairs: usize,
@@ -197,19 +198,17 @@ fn check_local(spec: &QaSpec) -> Result<()> {
     Ok(())
 }
 
-/// The settings hash: what decides the facts.
-pub fn settings_hash(spec: &QaSpec) -> String {
-    let mut h = Sha256::new();
-    h.update(serde_json::to_vec(spec.cfg).expect("settings serialize"));
-    h.update(spec.prompts.fingerprint());
-    h.update(spec.generator.model());
-    if let Some(t) = spec.target {
-        h.update(b"\0target\0");
-        h.update(t.model());
+impl QaSpec<'_> {
+    /// What decides this run's facts ([`RunIdentity::hash`] is the manifest's `settings_hash`).
+    pub fn identity(&self) -> RunIdentity<'_> {
+        RunIdentity {
+            cfg: self.cfg,
+            prompts: self.prompts,
+            generator: self.generator.model(),
+            target: self.target.map(|t| t.model()),
+            judge: self.judge.name(),
+        }
     }
-    h.update(b"\0judge\0");
-    h.update(spec.judge.name());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn append_sent(path: &Path, sent: &[Sent]) -> Result<()> {
@@ -292,7 +291,7 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
         judge: ctx.judge_name(),
         settings: spec.cfg.clone(),
         prompts: spec.prompts.dir.display().to_string(),
-        settings_hash: settings_hash(spec),
+        settings_hash: spec.identity().hash(),
         pairs: records.len(),
         kept: kept.len(),
         dropped_by_reason,

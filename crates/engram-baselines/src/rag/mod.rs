@@ -1,6 +1,7 @@
 //! RAG: index every fact (rephrased question + answer), retrieve the top-k for each question
 //! (best first) into the prompt, and record how well retrieval found the question's own fact;
-//! and the retrieval benchmark over a corpus's documents ([`benchmark`]).
+//! and the retrieval benchmark over a corpus's documents ([`benchmark`]), with generated
+//! queries compared against real ones ([`query_compare`]).
 
 pub mod answer;
 pub mod benchmark;
@@ -8,6 +9,9 @@ pub mod bert;
 pub mod bm25;
 pub mod dense;
 pub mod metrics;
+pub mod query_compare;
+pub mod query_plot;
+pub mod real_queries;
 
 /// Facts retrieved per question by default (EnronQA §6: top 100).
 pub const DEFAULT_K: usize = 100;

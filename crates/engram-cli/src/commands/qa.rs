@@ -2,16 +2,17 @@
 //! an OpenAI-compatible endpoint or a model engram runs itself as the generator, an LLM or
 //! offline judge, and `--local-only` for text that must not leave the machine.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use engram_experiments::local_llm::LocalLlm;
 use engram_judge::client::ClientConfig;
 use engram_judge::{JudgePreset, VerdictFormat};
 use engram_qa::{Llm, OpenAiLlm, QaConfig, QaError, QaPrompts, QaSpec, corpus_documents};
 
+use crate::judge_arg::judge_preset;
 use crate::loaded::ModelArgs;
-use crate::local_llm::LocalLlm;
 use crate::progress::Bars;
 use crate::signals::{self, ExitStatus};
 
@@ -48,7 +49,7 @@ pub struct GenerateArgs {
     /// Environment variable holding the endpoint's API key (never logged or written).
     #[arg(long)]
     pub api_key_env: Option<String>,
-    /// The judge: a preset file (configs/judges/*.toml), exact-match or token-f1. Default: an
+    /// The judge: a preset file (configs/judges/*.toml), exact-match, token-f1 or gold-recall. Default: an
     /// LLM judge at the generator's endpoint with configs/judges/enronqa-judge.txt.
     #[arg(long)]
     pub judge: Option<String>,
@@ -118,22 +119,9 @@ fn local_model(a: &GenerateArgs, model: &str) -> Result<LocalLlm> {
 }
 
 /// The judge preset `--judge` names, with the directory its relative paths start from.
-fn judge_preset(a: &GenerateArgs) -> Result<(JudgePreset, PathBuf)> {
+fn judge_of(a: &GenerateArgs) -> Result<(JudgePreset, PathBuf)> {
     match a.judge.as_deref() {
-        Some("exact-match") => Ok((JudgePreset::ExactMatch, PathBuf::from("."))),
-        Some("token-f1") => Ok((
-            JudgePreset::TokenF1 {
-                threshold: engram_judge::preset::DEFAULT_F1_THRESHOLD,
-            },
-            PathBuf::from("."),
-        )),
-        Some(file) => {
-            let path = Path::new(file);
-            Ok((
-                engram_experiments::presets::parse_file::<JudgePreset>(path)?,
-                path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-            ))
-        }
+        Some(value) => judge_preset(value),
         None if a.generator.starts_with("local:") => bail!(
             "--generator {} has no endpoint for the default LLM judge: name one with --judge (a preset file such as configs/judges/small-judge.toml on a local server, or exact-match / token-f1)",
             a.generator
@@ -156,7 +144,7 @@ fn judge_preset(a: &GenerateArgs) -> Result<(JudgePreset, PathBuf)> {
 fn run_generate(a: GenerateArgs) -> Result<()> {
     let cfg = settings(&a)?;
     let prompts = QaPrompts::load(&a.prompts)?;
-    let (preset, base) = judge_preset(&a)?;
+    let (preset, base) = judge_of(&a)?;
     let judge_endpoint = match &preset {
         JudgePreset::Openai { base_url, .. } => Some(base_url.clone()),
         _ => None,

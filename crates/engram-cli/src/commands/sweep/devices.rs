@@ -75,11 +75,11 @@ pub fn run_on_devices(
     configs: &Path,
     results: &Path,
     devices: &[String],
+    stop: &engram_io::Stop,
 ) -> Result<()> {
     for (i, d) in devices.iter().enumerate() {
         engram_model::device_from_name(d).with_context(|| format!("--devices entry {i}: {d}"))?;
     }
-    let stop = signals::install()?;
     eprintln!(
         "{}: {} workers ({}) sharing {}",
         exp.name,

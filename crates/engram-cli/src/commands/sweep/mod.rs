@@ -1,8 +1,10 @@
 //! `engram sweep`: run an experiment's cells (facts × methods), resumably, and render its table
 //! — here, on several local devices ([`devices`]) or as Slurm job arrays ([`submit`]); a sweep
-//! asked to stop says what it kept ([`stopped`]).
+//! asked to stop says what it kept ([`stopped`]). A corpus experiment's verified facts are made
+//! ready first ([`facts`]).
 
 mod devices;
+mod facts;
 mod stopped;
 mod submit;
 
@@ -90,6 +92,10 @@ pub struct SweepArgs {
     /// from its checkpoint (counted by SLURM_RESTART_COUNT) before it gives up.
     #[arg(long, default_value_t = slurm::DEFAULT_MAX_RESTARTS)]
     pub max_restarts: u32,
+    /// For an experiment whose facts come from a corpus: generate them again when the fact file
+    /// was made with other QA settings (without it, that is an error naming what changed).
+    #[arg(long)]
+    pub rebuild_facts: bool,
     /// (What a Slurm task runs.) The launch manifest to take the cell from.
     #[arg(long, requires = "cell_index")]
     pub manifest: Option<PathBuf>,
@@ -133,6 +139,10 @@ pub fn run(a: SweepArgs) -> Result<()> {
         }
         _ => (results, a.only.clone(), None),
     };
+    let stop = signals::install()?;
+    if exp.facts.source == "corpus" && a.manifest.is_none() && !a.status && !a.dry_run {
+        facts::prepare(&exp, a.rebuild_facts, &stop, &Bars::new(!a.no_progress))?;
+    }
     if a.executor == Executor::Slurm && a.manifest.is_none() && !a.status && !a.dry_run {
         if !a.devices.is_empty() {
             bail!(
@@ -154,9 +164,8 @@ pub fn run(a: SweepArgs) -> Result<()> {
         return Ok(());
     }
     if !a.devices.is_empty() {
-        return devices::run_on_devices(&a, &exp, &configs, &results, &a.devices);
+        return devices::run_on_devices(&a, &exp, &configs, &results, &a.devices, &stop);
     }
-    let stop = signals::install()?;
     let report = run_sweep(
         &exp,
         &SweepOptions {

@@ -1,10 +1,13 @@
 //! A model engram runs itself as an [`Llm`] for QA generation (`--generator local:MODEL`,
 //! `--target-model MODEL`): each call is the chat template over the call's messages, greedy at
 //! temperature 0 and sampled (top-p 1, the call's seed) above it. Prompts stay in this process.
+//! A corpus experiment's sweep uses it for `qa.generator = "local:MODEL"` and for its own model
+//! as the grounded-target check.
 
 use std::sync::Mutex;
 
-use engram_model::{GenerationConfig, Sampling, Session, generate};
+use engram_io::Progress;
+use engram_model::{GenerationConfig, Sampling, Session, SessionSpec, generate};
 use engram_qa::{ChatRequest, Completion, Llm};
 use engram_tokenizer::Message;
 
@@ -21,6 +24,23 @@ impl LocalLlm {
             name: name.to_string(),
             session: Mutex::new(session),
         }
+    }
+
+    /// Loads `model` (a directory, `.gguf` file or registry alias) for inference on `backend`
+    /// with weights in `dtype`, reporting to `progress`.
+    pub fn load(
+        model: &str,
+        backend: &str,
+        dtype: &str,
+        progress: &dyn Progress,
+    ) -> engram_model::Result<Self> {
+        let spec = SessionSpec {
+            model: model.to_string(),
+            backend: backend.to_string(),
+            dtype: dtype.to_string(),
+            train: false,
+        };
+        Ok(Self::new(model, Session::load(&spec, progress)?))
     }
 }
 
