@@ -88,7 +88,7 @@ impl BlockFormat {
 }
 
 /// The little-endian f16 at byte `i` of `b`, widened (exactly) to f32.
-fn f16_at(b: &[u8], i: usize) -> f32 {
+pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([b[i], b[i + 1]])).to_f32()
 }
 
@@ -148,6 +148,12 @@ impl QuantizedMatrix {
     /// Bytes per row.
     pub fn row_bytes(&self) -> usize {
         self.cols / BLOCK_ELEMS * self.format.block_bytes()
+    }
+
+    /// The blocks of row `r`.
+    pub fn row_bytes_of(&self, r: usize) -> &[u8] {
+        let rb = self.row_bytes();
+        &self.data[r * rb..(r + 1) * rb]
     }
 
     /// Dequantizes rows `r0..r0 + out.len() / cols` into `out`.

@@ -6,9 +6,13 @@
 //!   memory-bound decode step fast; see its module docs for the measurements behind it.
 //! - [`matmul_nt_quantized`]: the same product reading a weight kept as GGML blocks
 //!   ([`blocks`]), bit-identical to the product with the dequantized matrix.
+//! - [`matmul_nt_q8`]: the same product as llama.cpp computes it — activations quantized to Q8
+//!   blocks, integer dot products with the weight blocks — faster, and an approximation.
 
 pub mod blocks;
 pub mod matmul_nt;
+pub mod q8_dot;
 
 pub use blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
 pub use matmul_nt::{matmul_nt, matmul_nt_quantized, simd_available};
+pub use q8_dot::{Q8Rows, matmul_nt_q8};

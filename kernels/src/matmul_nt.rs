@@ -120,13 +120,25 @@ fn run(x: &[f32], w: Weights<'_>, m: usize, k: usize, n: usize, y: &mut [f32]) {
         // output columns `c0..c1`, which no other call shares.
         unsafe { columns(x, w, m, k, n, c0, c1, out.get(), simd) }
     };
+    column_chunks(n, m * n * k, NR, run);
+}
+
+/// Runs `run(c0, c1)` over chunks of the output columns `0..n` (each a multiple of `align`
+/// wide but the last): on the calling thread for a product of fewer than
+/// [`PARALLEL_MIN_MACS`] multiply-adds, else a few chunks per thread on rayon's pool, so that
+/// work stealing evens out uneven progress.
+pub(crate) fn column_chunks(
+    n: usize,
+    macs: usize,
+    align: usize,
+    run: impl Fn(usize, usize) + Sync,
+) {
     let threads = rayon::current_num_threads().max(1);
-    if threads == 1 || m * n * k < PARALLEL_MIN_MACS || n < 2 * NR {
+    if threads == 1 || macs < PARALLEL_MIN_MACS || n < 2 * align {
         run(0, n);
         return;
     }
-    // A few chunks per thread, so that work stealing evens out uneven progress.
-    let chunk = n.div_ceil(threads * 4).div_ceil(NR) * NR;
+    let chunk = n.div_ceil(threads * 4).div_ceil(align) * align;
     (0..n.div_ceil(chunk))
         .into_par_iter()
         .for_each(|i| run(i * chunk, ((i + 1) * chunk).min(n)));
@@ -134,10 +146,10 @@ fn run(x: &[f32], w: Weights<'_>, m: usize, k: usize, n: usize, y: &mut [f32]) {
 
 /// The output pointer shared by the parallel column chunks.
 #[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
+pub(crate) struct OutPtr(pub(crate) *mut f32);
 
 impl OutPtr {
-    fn get(self) -> *mut f32 {
+    pub(crate) fn get(self) -> *mut f32 {
         self.0
     }
 }

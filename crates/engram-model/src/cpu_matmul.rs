@@ -24,6 +24,8 @@
 //! lanes with fused multiply-adds: a different summation order from transformers' BLAS, as any
 //! two GEMMs differ. The parity tests hold it to the same tolerance as the rest of the model.
 
+use std::sync::atomic::{AtomicU8, Ordering};
+
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_flex::{Flex, FlexTensor};
 use engram_kernels::QuantizedMatrix;
@@ -33,6 +35,34 @@ use engram_kernels::QuantizedMatrix;
 /// weights: 1.5× at 16 rows, 1.4× at 64, even at 128; beyond that GEMM's packing pays off (and
 /// Burn's `[in, out]` layout, which prefill uses, is itself faster there).
 pub const MAX_ROWS: usize = 64;
+
+/// How products with quantized blocks are computed on the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuantizedProduct {
+    /// The blocks dequantized to f32 and multiplied in f32: exactly the product with the
+    /// dequantized weight (transformers' numbers; the parity tests' setting).
+    Exact,
+    /// Activations quantized to Q8 blocks and integer dot products with the weight blocks, as
+    /// llama.cpp does (`engram_kernels::matmul_nt_q8`): faster, and an approximation.
+    Q8,
+}
+
+/// The process's [`QuantizedProduct`] (`Exact` until set).
+static QUANTIZED_PRODUCT: AtomicU8 = AtomicU8::new(0);
+
+/// Sets how this process multiplies by quantized blocks on the CPU (a process-wide setting:
+/// every model loaded here follows it).
+pub fn set_quantized_product(p: QuantizedProduct) {
+    QUANTIZED_PRODUCT.store(p as u8, Ordering::SeqCst);
+}
+
+/// How this process multiplies by quantized blocks on the CPU.
+pub fn quantized_product() -> QuantizedProduct {
+    match QUANTIZED_PRODUCT.load(Ordering::SeqCst) {
+        0 => QuantizedProduct::Exact,
+        _ => QuantizedProduct::Q8,
+    }
+}
 
 /// Whether the loader keeps quantized blocks for the kernel on `device` with weights in
 /// `dtype`: the CPU device, f32, and a CPU with the kernel's SIMD.
@@ -100,7 +130,10 @@ fn product<const D: usize>(x: &Tensor<D>, w: Weights<'_>) -> Option<Tensor<D>> {
     let xs = &x.storage::<f32>()[start..end];
     let y = match w {
         Weights::F32(w, k, n) => engram_kernels::matmul_nt(xs, w, rows, k, n),
-        Weights::Blocks(q) => engram_kernels::matmul_nt_quantized(xs, q, rows),
+        Weights::Blocks(q) => match quantized_product() {
+            QuantizedProduct::Exact => engram_kernels::matmul_nt_quantized(xs, q, rows),
+            QuantizedProduct::Q8 => engram_kernels::matmul_nt_q8(xs, q, rows),
+        },
     };
     let mut out = dims;
     out[D - 1] = n;

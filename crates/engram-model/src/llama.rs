@@ -71,6 +71,17 @@ impl Llama {
         dropped
     }
 
+    /// Whether any weight is kept in quantized blocks for the CPU kernel.
+    pub fn has_quantized_blocks(&self) -> bool {
+        self.embed_quantized.is_some()
+            || self.lm_head.as_ref().is_some_and(|h| h.quantized.is_some())
+            || (0..self.layers.len()).any(|layer| {
+                crate::lora::LoraTarget::ALL
+                    .iter()
+                    .any(|&t| self.linear(layer, t).quantized.is_some())
+            })
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> Device {
         self.embed_tokens.val().device()

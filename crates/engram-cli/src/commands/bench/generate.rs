@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use engram_model::cpu_matmul::{QuantizedProduct, set_quantized_product};
 use engram_model::{GenerationConfig, Sampling, generate};
 use engram_tokenizer::Message;
 
@@ -41,6 +42,30 @@ pub struct GenerateBenchArgs {
     /// Also write the figures as JSON to this file (with --random-weights).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// How quantized (GGUF block) weights are multiplied on the CPU, each measured in turn:
+    /// `exact` (the blocks dequantized to f32: transformers' numbers) and `q8` (activations
+    /// quantized to Q8 blocks, integer dot products: llama.cpp's way; not yet faster here, and
+    /// its greedy tokens drift from exact ones: an experiment).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "exact")]
+    pub matmul: Vec<MatmulArg>,
+}
+
+/// `--matmul`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MatmulArg {
+    /// Blocks dequantized to f32.
+    Exact,
+    /// Q8 activations, integer dot products.
+    Q8,
+}
+
+impl MatmulArg {
+    fn mode(self) -> QuantizedProduct {
+        match self {
+            MatmulArg::Exact => QuantizedProduct::Exact,
+            MatmulArg::Q8 => QuantizedProduct::Q8,
+        }
+    }
 }
 
 const QUESTIONS: [&str; 16] = [
@@ -111,41 +136,19 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
             .collect::<std::result::Result<_, _>>()?;
         batches.push(prompts);
     }
-    let mut ours = Vec::new();
-    for prompts in &batches {
-        let cfg = GenerationConfig {
-            max_new_tokens: args.new_tokens,
-            sampling: Sampling::Greedy,
-            stop_ids: vec![],
-        };
-        let _ = generate(
-            &loaded.model,
-            &prompts[..1],
-            &GenerationConfig {
-                max_new_tokens: 2,
-                ..cfg.clone()
-            },
-        )?;
-        let mut best: Option<Figures> = None;
-        for _ in 0..args.repeats.max(1) {
-            let g = generate(&loaded.model, prompts, &cfg)?;
-            let f = Figures {
-                prefill_tokens: g.prefill_tokens,
-                prefill_secs: g.prefill_secs,
-                decode_tokens: g.decode_tokens,
-                decode_secs: g.decode_secs,
-            };
-            best = Some(match best {
-                Some(b) => Figures {
-                    prefill_secs: b.prefill_secs.min(f.prefill_secs),
-                    decode_secs: b.decode_secs.min(f.decode_secs),
-                    ..f
-                },
-                None => f,
-            });
+    // Per --matmul mode, per batch: the best figures and the greedy tokens.
+    let mut runs: Vec<(MatmulArg, Vec<Measured>)> = Vec::new();
+    let mut modes = args.matmul.clone();
+    modes.dedup();
+    for &mode in &modes {
+        set_quantized_product(mode.mode());
+        let mut ours = Vec::new();
+        for prompts in &batches {
+            ours.push(measure(&loaded.model, prompts, &args)?);
         }
-        ours.push(best.expect("at least one repeat"));
+        runs.push((mode, ours));
     }
+    set_quantized_product(QuantizedProduct::Exact);
     let peer = super::peer::hf_generate(
         &args.peer_python,
         &loaded.origin,
@@ -158,29 +161,56 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
         "engram bench generate: {} on {} ({} dtype), {} new tokens, greedy, best of {}",
         loaded.origin, args.model.backend, args.model.dtype, args.new_tokens, args.repeats
     );
+    println!("{}", super::machine_line());
+    if !loaded.model.has_quantized_blocks() {
+        println!("(no GGUF blocks kept for this model on this device: --matmul changes nothing)");
+    }
     println!(
-        "{:>5}  {:>14} {:>14}  {:>14} {:>14}  {:>8} {:>8}",
-        "batch", "prefill tok/s", "decode tok/s", "hf prefill", "hf decode", "prefill×", "decode×"
+        "{:>5} {:>6}  {:>14} {:>14}  {:>14} {:>14}  {:>8} {:>8}  greedy = exact",
+        "batch",
+        "matmul",
+        "prefill tok/s",
+        "decode tok/s",
+        "hf prefill",
+        "hf decode",
+        "prefill×",
+        "decode×"
     );
-    for (i, f) in ours.iter().enumerate() {
-        let b = args.batch[i];
-        match peer.as_ref().ok().and_then(|p| p.get(i)) {
-            Some(p) => println!(
-                "{b:>5}  {:>14.1} {:>14.1}  {:>14.1} {:>14.1}  {:>7.2}x {:>7.2}x",
-                f.prefill_tps(),
-                f.decode_tps(),
-                p.prefill_tps(),
-                p.decode_tps(),
-                f.prefill_tps() / p.prefill_tps(),
-                f.decode_tps() / p.decode_tps()
-            ),
-            None => println!(
-                "{b:>5}  {:>14.1} {:>14.1}  {:>14} {:>14}",
-                f.prefill_tps(),
-                f.decode_tps(),
-                "-",
-                "-"
-            ),
+    for (mode, ours) in &runs {
+        let name = format!("{mode:?}").to_lowercase();
+        for (i, (f, tokens)) in ours.iter().enumerate() {
+            let b = args.batch[i];
+            let same = match runs.iter().find(|(m, _)| *m == MatmulArg::Exact) {
+                Some((_, exact)) => {
+                    let e = &exact[i].1;
+                    format!(
+                        "{}/{}",
+                        tokens.iter().zip(e).filter(|(a, b)| a == b).count(),
+                        b
+                    )
+                }
+                None => "-".into(),
+            };
+            match peer.as_ref().ok().and_then(|p| p.get(i)) {
+                Some(p) => println!(
+                    "{b:>5} {name:>6}  {:>14.1} {:>14.1}  {:>14.1} {:>14.1}  {:>7.2}x {:>7.2}x  {same}",
+                    f.prefill_tps(),
+                    f.decode_tps(),
+                    p.prefill_tps(),
+                    p.decode_tps(),
+                    f.prefill_tps() / p.prefill_tps(),
+                    f.decode_tps() / p.decode_tps()
+                ),
+                None => println!(
+                    "{b:>5} {name:>6}  {:>14.1} {:>14.1}  {:>14} {:>14}  {:>8} {:>8}  {same}",
+                    f.prefill_tps(),
+                    f.decode_tps(),
+                    "-",
+                    "-",
+                    "",
+                    ""
+                ),
+            }
         }
     }
     if let Err(e) = peer {
@@ -192,4 +222,50 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// One batch's best figures and greedy tokens.
+type Measured = (Figures, Vec<Vec<u32>>);
+
+/// The best of `--repeats` timed runs of `prompts` (after a short warm-up), with the greedy
+/// tokens of the last.
+fn measure(
+    model: &engram_model::Llama,
+    prompts: &[Vec<u32>],
+    args: &GenerateBenchArgs,
+) -> Result<Measured> {
+    let cfg = GenerationConfig {
+        max_new_tokens: args.new_tokens,
+        sampling: Sampling::Greedy,
+        stop_ids: vec![],
+    };
+    let _ = generate(
+        model,
+        &prompts[..1],
+        &GenerationConfig {
+            max_new_tokens: 2,
+            ..cfg.clone()
+        },
+    )?;
+    let mut best: Option<Figures> = None;
+    let mut tokens = Vec::new();
+    for _ in 0..args.repeats.max(1) {
+        let g = generate(model, prompts, &cfg)?;
+        let f = Figures {
+            prefill_tokens: g.prefill_tokens,
+            prefill_secs: g.prefill_secs,
+            decode_tokens: g.decode_tokens,
+            decode_secs: g.decode_secs,
+        };
+        tokens = g.tokens;
+        best = Some(match best {
+            Some(b) => Figures {
+                prefill_secs: b.prefill_secs.min(f.prefill_secs),
+                decode_secs: b.decode_secs.min(f.decode_secs),
+                ..f
+            },
+            None => f,
+        });
+    }
+    Ok((best.expect("at least one repeat"), tokens))
 }
