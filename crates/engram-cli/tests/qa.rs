@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{engram, run, shared_corpus};
+use common::{engram, ingest, run, shared_corpus};
 
 /// `engram qa generate CORPUS --out OUT --prompts configs/qa`.
 fn qa_generate(corpus: &Path, out: &Path) -> Command {
@@ -37,14 +37,7 @@ fn small_corpus(dir: &Path) -> PathBuf {
         "Note. The new trading desk in Portland opens on June 4. Tim Belden leads it, and the first hires are Chris Foster and Jeff Richter.\n",
     )
     .unwrap();
-    let c = dir.join("corpus");
-    let (ok, _, err) = run(engram()
-        .args(["corpus", "ingest"])
-        .arg(&docs)
-        .arg("--out")
-        .arg(&c));
-    assert!(ok, "{err}");
-    c
+    ingest(&docs, &dir.join("corpus"))
 }
 
 #[test]

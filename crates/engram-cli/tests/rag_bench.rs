@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{engram, run, shared_corpus};
+use common::{engram, ingest, run, shared_corpus};
 
 #[test]
 fn bm25_over_real_mail_with_a_beir_export() {
@@ -263,13 +263,7 @@ fn reader_accuracy_follows_what_each_condition_shows() {
         )
         .unwrap();
     }
-    let c = dir.path().join("corpus");
-    let (ok, _, err) = run(engram()
-        .args(["corpus", "ingest"])
-        .arg(&notes)
-        .arg("--out")
-        .arg(&c));
-    assert!(ok, "{err}");
+    let c = ingest(&notes, &dir.path().join("corpus"));
     let docs = engram_corpus::Corpus::at(&c).documents().unwrap();
     let facts: Vec<engram_facts::Fact> = NOTES
         .iter()

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use common::{engram, run};
+use common::{engram, ingest, run};
 use engram_testkit::openai::{Reply, Server};
 use engram_testkit::sweeps::{tiny_experiment, write};
 use serde_json::{Value, json};
@@ -101,14 +101,7 @@ fn corpus(dir: &Path) -> PathBuf {
         )
         .unwrap();
     }
-    let c = dir.join("corpus");
-    let (ok, _, err) = run(engram()
-        .args(["corpus", "ingest"])
-        .arg(&docs)
-        .arg("--out")
-        .arg(&c));
-    assert!(ok, "{err}");
-    c
+    ingest(&docs, &dir.join("corpus"))
 }
 
 /// The tiny experiment's presets, the shipped QA prompts and settings, and a corpus experiment

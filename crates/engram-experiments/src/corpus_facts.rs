@@ -12,8 +12,7 @@ use engram_judge::Judge;
 use engram_judge::client::ClientConfig;
 use engram_model::{Session, SessionSpec};
 use engram_qa::{
-    Freshness, Llm, OpenAiLlm, QaPrompts, QaSpec, QaSummary, RunIdentity, corpus_documents,
-    freshness, run_dir,
+    Freshness, Llm, OpenAiLlm, QaPrompts, QaSpec, QaSummary, RunIdentity, freshness, run_dir,
 };
 
 use crate::error::{ExperimentError, Result};
@@ -177,10 +176,8 @@ pub fn prepare_facts(
 pub fn estimate_lines(exp: &Experiment) -> Result<Vec<String>> {
     let qa = setup(exp);
     let prompts = QaPrompts::load(&qa.prompts)?;
-    let (docs, unfiltered) = corpus_documents(&corpus_dir(exp))?;
-    let take = qa.cfg.documents_used(docs.len());
-    let texts: Vec<&str> = docs[..take].iter().map(|d| d.text.as_str()).collect();
-    let e = engram_qa::estimate(&texts, &qa.cfg, &prompts, qa.section.ask_target);
+    let (e, unfiltered) =
+        engram_qa::estimate_corpus(&corpus_dir(exp), &qa.cfg, &prompts, qa.section.ask_target)?;
     let mut lines = vec![
         format!(
             "building the facts: {} documents of {}{} → {} pair slots, by {}",

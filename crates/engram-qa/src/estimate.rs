@@ -85,3 +85,18 @@ pub fn estimate(documents: &[&str], cfg: &QaConfig, prompts: &QaPrompts, target:
         truncated,
     }
 }
+
+/// [`estimate`] over the documents QA generation would read from `corpus` (as
+/// [`crate::run::corpus_documents`] gives them, `cfg.max_documents` applied); `true` when the
+/// corpus was never filtered.
+pub fn estimate_corpus(
+    corpus: &std::path::Path,
+    cfg: &QaConfig,
+    prompts: &QaPrompts,
+    target: bool,
+) -> crate::error::Result<(Estimate, bool)> {
+    let (docs, unfiltered) = crate::run::corpus_documents(corpus)?;
+    let take = cfg.documents_used(docs.len());
+    let texts: Vec<&str> = docs[..take].iter().map(|d| d.text.as_str()).collect();
+    Ok((estimate(&texts, cfg, prompts, target), unfiltered))
+}

@@ -28,7 +28,7 @@ pub mod run;
 
 pub use config::QaConfig;
 pub use error::{QaError, Result};
-pub use estimate::{Estimate, estimate};
+pub use estimate::{Estimate, estimate, estimate_corpus};
 pub use freshness::{Freshness, RunIdentity, freshness, read_manifest};
 pub use llm::{ChatRequest, Completion, Llm, OpenAiLlm};
 pub use prompts::QaPrompts;

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use engram_experiments::local_llm::LocalLlm;
 use engram_judge::client::ClientConfig;
 use engram_judge::{JudgePreset, VerdictFormat};
-use engram_qa::{Llm, OpenAiLlm, QaConfig, QaError, QaPrompts, QaSpec, corpus_documents};
+use engram_qa::{Llm, OpenAiLlm, QaConfig, QaError, QaPrompts, QaSpec};
 
 use crate::judge_arg::judge_preset;
 use crate::loaded::ModelArgs;
@@ -150,10 +150,8 @@ fn run_generate(a: GenerateArgs) -> Result<()> {
         _ => None,
     };
     if a.dry_run {
-        let (docs, unfiltered) = corpus_documents(&a.corpus)?;
-        let take = cfg.documents_used(docs.len());
-        let texts: Vec<&str> = docs[..take].iter().map(|d| d.text.as_str()).collect();
-        let e = engram_qa::estimate(&texts, &cfg, &prompts, a.target_model.is_some());
+        let (e, unfiltered) =
+            engram_qa::estimate_corpus(&a.corpus, &cfg, &prompts, a.target_model.is_some())?;
         println!(
             "{} documents{} → {} pair slots ({} cut to {} characters)",
             e.documents,

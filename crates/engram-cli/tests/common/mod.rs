@@ -21,6 +21,17 @@ pub fn run(c: &mut Command) -> (bool, String, String) {
     )
 }
 
+/// `engram corpus ingest FILES --out OUT`, which must succeed; returns `OUT`.
+pub fn ingest(files: &Path, out: &Path) -> PathBuf {
+    let (ok, _, err) = run(engram()
+        .args(["corpus", "ingest"])
+        .arg(files)
+        .arg("--out")
+        .arg(out));
+    assert!(ok, "{err}");
+    out.to_path_buf()
+}
+
 /// The shared Enron messages ingested and filtered into `dir/corpus`; `None` (and a SKIPPED
 /// line) where `../shared` does not hold them.
 pub fn shared_corpus(dir: &Path) -> Option<PathBuf> {
@@ -29,13 +40,7 @@ pub fn shared_corpus(dir: &Path) -> Option<PathBuf> {
         eprintln!("SKIPPED: ../shared/data/enron-emails/maildir is absent");
         return None;
     }
-    let c = dir.join("corpus");
-    let (ok, _, err) = run(engram()
-        .args(["corpus", "ingest"])
-        .arg(&mail)
-        .arg("--out")
-        .arg(&c));
-    assert!(ok, "{err}");
+    let c = ingest(&mail, &dir.join("corpus"));
     let (ok, _, err) = run(engram().args(["corpus", "filter"]).arg(&c));
     assert!(ok, "{err}");
     Some(c)
