@@ -14,6 +14,19 @@ if ! ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
         echo "warning: no Vulkan driver found; the wgpu test needs one (apt-get install mesa-vulkan-drivers)" >&2
     fi
 fi
+# The llama.cpp peer of `engram bench generate` (its test): PyPI's prebuilt xllamacpp in a venv
+# kept outside the clone.
+if [ -z "${ENGRAM_TEST_PEER_PYTHON:-}" ]; then
+    venv="${ENGRAM_PEER_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/engram/peer-venv}"
+    if ! "$venv/bin/python" -c 'import xllamacpp' 2>/dev/null; then
+        echo "installing xllamacpp (llama.cpp's server, for the bench peer test) into $venv" >&2
+        { python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check \
+            xllamacpp==2026.10.11549; } >&2 || echo "warning: no xllamacpp; the llama.cpp peer test will skip" >&2
+    fi
+    if "$venv/bin/python" -c 'import xllamacpp' 2>/dev/null; then
+        export ENGRAM_TEST_PEER_PYTHON="$venv/bin/python"
+    fi
+fi
 # Mesa's Vulkan loader complains on every start when XDG_RUNTIME_DIR is unset (harmless).
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
     XDG_RUNTIME_DIR="$(mktemp -d)"

@@ -1,18 +1,23 @@
-//! GGML's 32-weight quantized blocks (Q4_0, Q4_1, Q8_0): their layout, their dequantization
-//! (f32 arithmetic as llama.cpp's `dequantize_row_*`), and a matrix of them kept quantized.
+//! GGML's quantized blocks — the 32-weight Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the 256-weight
+//! K-quants Q4_K, Q5_K, Q6_K ([`crate::kquants`]) —: their layout, their dequantization (f32
+//! arithmetic as llama.cpp's `dequantize_row_*`), and a matrix of them kept quantized.
 //!
 //! The dequantized values are the same, bit for bit, whichever path computes them (explicit
-//! AVX2 or portable code): each weight is one f32 multiply and, for Q4_1, one f32 add, both
-//! exactly rounded, never fused. That is what lets [`crate::matmul_nt_quantized`] read the
-//! compact blocks and still compute exactly what a product with the dequantized f32 matrix
-//! computes.
+//! AVX2 for Q4_0, Q4_1 and Q8_0, portable code for all): each weight is one f32 multiply and,
+//! for Q4_1, one f32 add, both exactly rounded, never fused. That is what lets
+//! [`crate::matmul_nt_quantized`] read the compact blocks and still compute exactly what a
+//! product with the dequantized f32 matrix computes.
 
 use half::f16;
 
-/// Weights per block.
+use crate::kquants;
+
+/// Weights per block of the 32-weight formats (and of the Q8 activation blocks); the K-quants'
+/// super-blocks hold [`crate::kquants::SUPER_BLOCK_ELEMS`] (see [`BlockFormat::block_elems`]).
 pub const BLOCK_ELEMS: usize = 32;
 
-/// A GGML block format.
+/// A GGML block format (named as GGML names it).
+#[allow(non_camel_case_types)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockFormat {
     /// f16 scale `d`, 16 bytes of 4-bit values `q`; w = (q - 8)·d. Element `j < 16` is the low
@@ -22,6 +27,18 @@ pub enum BlockFormat {
     Q4_1,
     /// f16 scale `d`, 32 signed bytes; w = q·d.
     Q8_0,
+    /// f16 scale `d`, 32 high bits, 16 bytes of nibbles; w = (q - 16)·d, q five bits.
+    Q5_0,
+    /// f16 scale `d`, f16 minimum `m`, 32 high bits, 16 bytes of nibbles; w = q·d + m.
+    Q5_1,
+    /// 256 weights: f16 `d` and `dmin`, eight 6-bit scales and minimums, 4-bit values;
+    /// w = (d·sc)·q - dmin·m per sub-block of 32.
+    Q4_K,
+    /// 256 weights: as Q4_K with a fifth bit per value.
+    Q5_K,
+    /// 256 weights: 6-bit values, sixteen signed 8-bit scales, f16 `d`; w = (d·sc)·(q - 32)
+    /// per sub-block of 16.
+    Q6_K,
 }
 
 impl BlockFormat {
@@ -31,23 +48,71 @@ impl BlockFormat {
             BlockFormat::Q4_0 => 18,
             BlockFormat::Q4_1 => 20,
             BlockFormat::Q8_0 => 34,
+            BlockFormat::Q5_0 => kquants::Q5_0_BYTES,
+            BlockFormat::Q5_1 => kquants::Q5_1_BYTES,
+            BlockFormat::Q4_K => kquants::Q4_K_BYTES,
+            BlockFormat::Q5_K => kquants::Q5_K_BYTES,
+            BlockFormat::Q6_K => kquants::Q6_K_BYTES,
         }
     }
 
-    /// Dequantizes whole blocks into `out` (`BLOCK_ELEMS` values per block).
+    /// Weights per block (32, or 256 for the K-quants).
+    pub fn block_elems(self) -> usize {
+        match self {
+            BlockFormat::Q4_K | BlockFormat::Q5_K | BlockFormat::Q6_K => kquants::SUPER_BLOCK_ELEMS,
+            _ => BLOCK_ELEMS,
+        }
+    }
+
+    /// Every format, for tests.
+    #[cfg(test)]
+    pub(crate) const ALL: [BlockFormat; 8] = [
+        BlockFormat::Q4_0,
+        BlockFormat::Q4_1,
+        BlockFormat::Q5_0,
+        BlockFormat::Q5_1,
+        BlockFormat::Q8_0,
+        BlockFormat::Q4_K,
+        BlockFormat::Q5_K,
+        BlockFormat::Q6_K,
+    ];
+
+    /// Byte offsets of a block's f16 scale and (where there is one) its minimum, for tests that
+    /// fill the rest of a block with random bytes.
+    #[cfg(test)]
+    pub(crate) fn f16_fields(self) -> &'static [usize] {
+        match self {
+            BlockFormat::Q4_1 | BlockFormat::Q5_1 | BlockFormat::Q4_K | BlockFormat::Q5_K => {
+                &[0, 2]
+            }
+            BlockFormat::Q6_K => &[208],
+            _ => &[0],
+        }
+    }
+
+    /// Whether [`crate::matmul_nt_q8`] multiplies by this format (Q4_0, Q4_1, Q8_0); the
+    /// others are multiplied exactly ([`crate::matmul_nt_quantized`]).
+    pub fn has_q8_dot(self) -> bool {
+        matches!(
+            self,
+            BlockFormat::Q4_0 | BlockFormat::Q4_1 | BlockFormat::Q8_0
+        )
+    }
+
+    /// Dequantizes whole blocks into `out` ([`Self::block_elems`] values per block).
     ///
     /// # Panics
     /// If `blocks` is not a whole number of blocks or `out` does not hold their values.
     pub fn dequantize_into(self, blocks: &[u8], out: &mut [f32]) {
         let bb = self.block_bytes();
         assert!(
-            blocks.len().is_multiple_of(bb) && out.len() == blocks.len() / bb * BLOCK_ELEMS,
+            blocks.len().is_multiple_of(bb) && out.len() == blocks.len() / bb * self.block_elems(),
             "{self:?}: {} bytes do not dequantize into {} values",
             blocks.len(),
             out.len()
         );
         #[cfg(target_arch = "x86_64")]
-        if crate::simd_available() {
+        if self.has_q8_dot() && crate::simd_available() {
             // SAFETY: AVX2 and F16C are present; lengths checked above.
             unsafe { avx2::dequantize(self, blocks, out) };
             return;
@@ -57,6 +122,14 @@ impl BlockFormat {
 
     /// The scalar dequantization (the reference the SIMD path must equal).
     fn dequantize_portable(self, blocks: &[u8], out: &mut [f32]) {
+        match self {
+            BlockFormat::Q5_0 => return kquants::q5::<false>(blocks, out),
+            BlockFormat::Q5_1 => return kquants::q5::<true>(blocks, out),
+            BlockFormat::Q4_K => return kquants::q45_k::<false>(blocks, out),
+            BlockFormat::Q5_K => return kquants::q45_k::<true>(blocks, out),
+            BlockFormat::Q6_K => return kquants::q6_k(blocks, out),
+            BlockFormat::Q4_0 | BlockFormat::Q4_1 | BlockFormat::Q8_0 => {}
+        }
         let bb = self.block_bytes();
         for (b, o) in blocks
             .chunks_exact(bb)
@@ -82,6 +155,7 @@ impl BlockFormat {
                         o[j] = (q as i8) as f32 * d;
                     }
                 }
+                _ => unreachable!("dispatched above"),
             }
         }
     }
@@ -92,8 +166,8 @@ pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([b[i], b[i + 1]])).to_f32()
 }
 
-/// A `[rows, cols]` matrix kept as rows of quantized blocks (`cols` a multiple of
-/// [`BLOCK_ELEMS`]), e.g. a GGUF weight in the `[out, in]` layout.
+/// A `[rows, cols]` matrix kept as rows of quantized blocks (`cols` a multiple of the format's
+/// [`BlockFormat::block_elems`]), e.g. a GGUF weight in the `[out, in]` layout.
 #[derive(Clone)]
 pub struct QuantizedMatrix {
     format: BlockFormat,
@@ -110,12 +184,13 @@ impl QuantizedMatrix {
         cols: usize,
         data: Vec<u8>,
     ) -> Result<Self, String> {
-        if !cols.is_multiple_of(BLOCK_ELEMS) {
+        let be = format.block_elems();
+        if !cols.is_multiple_of(be) {
             return Err(format!(
-                "{cols} columns are not a whole number of {format:?} blocks ({BLOCK_ELEMS} weights)"
+                "{cols} columns are not a whole number of {format:?} blocks ({be} weights)"
             ));
         }
-        let want = rows * cols / BLOCK_ELEMS * format.block_bytes();
+        let want = rows * cols / be * format.block_bytes();
         if data.len() != want {
             return Err(format!(
                 "{} bytes for a {rows}×{cols} {format:?} matrix, which needs {want}",
@@ -147,7 +222,7 @@ impl QuantizedMatrix {
 
     /// Bytes per row.
     pub fn row_bytes(&self) -> usize {
-        self.cols / BLOCK_ELEMS * self.format.block_bytes()
+        self.cols / self.format.block_elems() * self.format.block_bytes()
     }
 
     /// The blocks of row `r`.
@@ -302,6 +377,9 @@ mod avx2 {
                 BlockFormat::Q4_0 => nibbles::<false>(blocks, out),
                 BlockFormat::Q4_1 => nibbles::<true>(blocks, out),
                 BlockFormat::Q8_0 => bytes(blocks, out),
+                other => {
+                    unreachable!("{other:?} has no AVX2 dequantization (checked by the caller)")
+                }
             }
         }
     }

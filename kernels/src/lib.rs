@@ -5,11 +5,12 @@
 //!   matrix once, row by row, in the `[out, in]` layout checkpoints store, which is what makes a
 //!   memory-bound decode step fast; see its module docs for the measurements behind it.
 //! - [`matmul_nt_quantized`]: the same product reading a weight kept as GGML blocks
-//!   ([`blocks`]), bit-identical to the product with the dequantized matrix.
+//!   ([`blocks`], [`kquants`]), bit-identical to the product with the dequantized matrix.
 //! - [`matmul_nt_q8`]: the same product as llama.cpp computes it — activations quantized to Q8
 //!   blocks, integer dot products with the weight blocks — faster, and an approximation.
 
 pub mod blocks;
+pub mod kquants;
 pub mod matmul_nt;
 pub mod q8_dot;
 

@@ -38,8 +38,13 @@ const MR: usize = 4;
 const NR: usize = 3;
 /// Lanes per accumulator.
 const LANES: usize = 8;
-/// Multiply-adds below which the product runs on the calling thread.
-const PARALLEL_MIN_MACS: usize = 1 << 18;
+/// Multiply-adds below which the product runs on the calling thread. Waking rayon's other
+/// threads costs tens of microseconds on a small VM, more than splitting a decode step's
+/// attention projections saves: with the kernels built without debug assertions, SmolLM2's Q8
+/// decode at batch 1 on 2 threads ran 45–63 tok/s at 2¹⁸, 64–83 at 2²⁰ (noisy 2-vCPU VM).
+const PARALLEL_MIN_MACS: usize = 1 << 20;
+/// Column chunks per thread of a parallel product (work stealing evens out the rest).
+const CHUNKS_PER_THREAD: usize = 2;
 
 /// Whether the explicit-SIMD path (AVX2, FMA, F16C: every x86-64 CPU since 2013-2015) runs on
 /// this CPU.
@@ -125,8 +130,8 @@ fn run(x: &[f32], w: Weights<'_>, m: usize, k: usize, n: usize, y: &mut [f32]) {
 
 /// Runs `run(c0, c1)` over chunks of the output columns `0..n` (each a multiple of `align`
 /// wide but the last): on the calling thread for a product of fewer than
-/// [`PARALLEL_MIN_MACS`] multiply-adds, else a few chunks per thread on rayon's pool, so that
-/// work stealing evens out uneven progress.
+/// [`PARALLEL_MIN_MACS`] multiply-adds, else [`CHUNKS_PER_THREAD`] chunks per thread on rayon's
+/// pool, so that work stealing evens out uneven progress.
 pub(crate) fn column_chunks(
     n: usize,
     macs: usize,
@@ -138,7 +143,7 @@ pub(crate) fn column_chunks(
         run(0, n);
         return;
     }
-    let chunk = n.div_ceil(threads * 4).div_ceil(align) * align;
+    let chunk = n.div_ceil(threads * CHUNKS_PER_THREAD).div_ceil(align) * align;
     (0..n.div_ceil(chunk))
         .into_par_iter()
         .for_each(|i| run(i * chunk, ((i + 1) * chunk).min(n)));
@@ -417,7 +422,7 @@ mod tests {
         (3, 13, 7),
         (5, 64, 64),
         (16, 576, 192),
-        (16, 61, 1001),
+        (20, 61, 1001),
         (70, 96, 130),
         (130, 40, 33),
     ];
@@ -475,25 +480,25 @@ mod tests {
 
     #[test]
     fn quantized_weights_give_the_dequantized_products_bit_for_bit() {
-        use crate::blocks::{BLOCK_ELEMS, BlockFormat};
-        for (i, format) in [BlockFormat::Q4_0, BlockFormat::Q4_1, BlockFormat::Q8_0]
-            .into_iter()
-            .enumerate()
-        {
+        use crate::blocks::BlockFormat;
+        for (i, format) in BlockFormat::ALL.into_iter().enumerate() {
             // 3 rows of x (one tile remainder), 2 blocks per row, 301 output columns (parallel
             // split with a remainder group); then 70 rows (two row blocks).
             for (m, n) in [(3, 301), (70, 20)] {
-                let k = 2 * BLOCK_ELEMS;
-                let bytes: Vec<u8> = values(n * k / BLOCK_ELEMS * format.block_bytes(), i as u64)
-                    .iter()
-                    .map(|v| (v.to_bits() >> 3) as u8)
-                    .collect();
-                // Sane scales (small positive f16) in every block header.
+                let k = 2 * format.block_elems();
+                let bytes: Vec<u8> = values(
+                    n * k / format.block_elems() * format.block_bytes(),
+                    i as u64,
+                )
+                .iter()
+                .map(|v| (v.to_bits() >> 3) as u8)
+                .collect();
+                // Sane scales (small positive f16) and minimums in every block header.
                 let mut bytes = bytes;
                 for b in bytes.chunks_exact_mut(format.block_bytes()) {
-                    b[..2].copy_from_slice(&0x2C00u16.to_le_bytes()); // 0.0625
-                    if format == BlockFormat::Q4_1 {
-                        b[2..4].copy_from_slice(&0xB400u16.to_le_bytes()); // -0.25
+                    for (j, &at) in format.f16_fields().iter().enumerate() {
+                        let v: u16 = if j == 0 { 0x2C00 } else { 0xB400 }; // 0.0625, -0.25
+                        b[at..at + 2].copy_from_slice(&v.to_le_bytes());
                     }
                 }
                 let q = QuantizedMatrix::new(format, n, k, bytes).unwrap();

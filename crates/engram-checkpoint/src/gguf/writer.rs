@@ -13,7 +13,8 @@ pub struct WriterTensor {
     pub name: String,
     /// Shape in row-major (HF) order.
     pub shape: Vec<usize>,
-    /// GGML type id (0 = F32, 1 = F16, 2 = Q4_0, 3 = Q4_1, 8 = Q8_0, 30 = BF16).
+    /// GGML type id (0 = F32, 1 = F16, 2 = Q4_0, 3 = Q4_1, 6 = Q5_0, 7 = Q5_1, 8 = Q8_0,
+    /// 12 = Q4_K, 13 = Q5_K, 14 = Q6_K, 30 = BF16).
     pub type_id: u32,
     /// Payload bytes.
     pub data: Vec<u8>,

@@ -1,5 +1,5 @@
-//! `engram bench generate`: greedy prefill and decode tokens/s, beside transformers' on the same
-//! machine and GGUF file, measured in the same run.
+//! `engram bench generate`: greedy prefill and decode tokens/s, beside transformers' and
+//! llama.cpp's on the same machine and GGUF file, measured in the same run.
 
 use anyhow::Result;
 use clap::Args;
@@ -23,10 +23,20 @@ pub struct GenerateBenchArgs {
     /// Timed repetitions (the best is kept).
     #[arg(long, default_value_t = 2)]
     pub repeats: usize,
-    /// Python with torch + transformers + gguf for the peer run (`none` to skip).
+    /// Python for the peers: torch + transformers + gguf for transformers, xllamacpp for
+    /// llama.cpp (`none` to skip both).
     #[arg(long, env = "ENGRAM_PEER_PYTHON", default_value = "python3")]
     pub peer_python: String,
-    /// Threads for the peer (engram's CPU backend uses every core).
+    /// Peers measured on the same file in the same run (a peer whose Python package is missing
+    /// is reported as not measured).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "transformers,llama.cpp"
+    )]
+    pub peer: Vec<PeerArg>,
+    /// Threads for the peers (engram's CPU backend uses every core).
     #[arg(long, default_value_t = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))]
     pub threads: usize,
     /// Benchmark this architecture (an HF config.json) instead of --model, with random weights
@@ -57,6 +67,26 @@ pub enum MatmulArg {
     Exact,
     /// Q8 activations, integer dot products.
     Q8,
+}
+
+/// `--peer`: the inference engines `bench generate` measures beside engram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerArg {
+    /// transformers (PyTorch, f32) reading the same GGUF file (dequantized at load).
+    Transformers,
+    /// llama.cpp's server (PyPI `xllamacpp`) on the same GGUF file, its own kernels.
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
+}
+
+impl PeerArg {
+    /// The name the table shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerArg::Transformers => "transformers",
+            PeerArg::LlamaCpp => "llama.cpp",
+        }
+    }
 }
 
 impl MatmulArg {
@@ -149,14 +179,23 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
         runs.push((mode, ours));
     }
     set_quantized_product(QuantizedProduct::Exact);
-    let peer = super::peer::hf_generate(
-        &args.peer_python,
-        &loaded.origin,
-        &batches,
-        args.new_tokens,
-        args.threads,
-        args.repeats,
-    );
+    let mut peers = args.peer.clone();
+    peers.dedup();
+    let peers: Vec<(PeerArg, Result<Vec<Figures>>)> = peers
+        .into_iter()
+        .map(|p| {
+            let figs = super::peer::generate(
+                p,
+                &args.peer_python,
+                &loaded.origin,
+                &batches,
+                args.new_tokens,
+                args.threads,
+                args.repeats,
+            );
+            (p, figs)
+        })
+        .collect();
     println!(
         "engram bench generate: {} on {} ({} dtype), {} new tokens, greedy, best of {}",
         loaded.origin, args.model.backend, args.model.dtype, args.new_tokens, args.repeats
@@ -166,60 +205,53 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
         println!("(no GGUF blocks kept for this model on this device: --matmul changes nothing)");
     }
     println!(
-        "{:>5} {:>6}  {:>14} {:>14}  {:>14} {:>14}  {:>8} {:>8}  greedy = exact",
-        "batch",
-        "matmul",
-        "prefill tok/s",
-        "decode tok/s",
-        "hf prefill",
-        "hf decode",
-        "prefill×",
-        "decode×"
+        "{:>5}  {:<13} {:>14} {:>14}  {:>8} {:>8}  greedy = exact",
+        "batch", "engine", "prefill tok/s", "decode tok/s", "prefill×", "decode×"
     );
-    for (mode, ours) in &runs {
-        let name = format!("{mode:?}").to_lowercase();
-        for (i, (f, tokens)) in ours.iter().enumerate() {
-            let b = args.batch[i];
-            let same = match runs.iter().find(|(m, _)| *m == MatmulArg::Exact) {
-                Some((_, exact)) => {
-                    let e = &exact[i].1;
-                    format!(
-                        "{}/{}",
-                        tokens.iter().zip(e).filter(|(a, b)| a == b).count(),
-                        b
-                    )
-                }
+    for (i, &b) in args.batch.iter().enumerate() {
+        let exact = runs.iter().find(|(m, _)| *m == MatmulArg::Exact);
+        for (mode, ours) in &runs {
+            let (f, tokens) = &ours[i];
+            let same = match exact {
+                Some((_, e)) => format!(
+                    "{}/{b}",
+                    tokens.iter().zip(&e[i].1).filter(|(a, b)| a == b).count()
+                ),
                 None => "-".into(),
             };
-            match peer.as_ref().ok().and_then(|p| p.get(i)) {
-                Some(p) => println!(
-                    "{b:>5} {name:>6}  {:>14.1} {:>14.1}  {:>14.1} {:>14.1}  {:>7.2}x {:>7.2}x  {same}",
-                    f.prefill_tps(),
-                    f.decode_tps(),
+            let name = format!("engram {}", format!("{mode:?}").to_lowercase());
+            println!(
+                "{b:>5}  {name:<13} {:>14.1} {:>14.1}  {:>8} {:>8}  {same}",
+                f.prefill_tps(),
+                f.decode_tps(),
+                "",
+                ""
+            );
+        }
+        let ours = &runs[0].1[i].0;
+        for (peer, figs) in &peers {
+            if let Some(p) = figs.as_ref().ok().and_then(|f| f.get(i)) {
+                println!(
+                    "{b:>5}  {:<13} {:>14.1} {:>14.1}  {:>7.2}x {:>7.2}x",
+                    peer.name(),
                     p.prefill_tps(),
                     p.decode_tps(),
-                    f.prefill_tps() / p.prefill_tps(),
-                    f.decode_tps() / p.decode_tps()
-                ),
-                None => println!(
-                    "{b:>5} {name:>6}  {:>14.1} {:>14.1}  {:>14} {:>14}  {:>8} {:>8}  {same}",
-                    f.prefill_tps(),
-                    f.decode_tps(),
-                    "-",
-                    "-",
-                    "",
-                    ""
-                ),
+                    ours.prefill_tps() / p.prefill_tps(),
+                    ours.decode_tps() / p.decode_tps()
+                );
             }
         }
     }
-    if let Err(e) = peer {
-        println!("transformers peer not measured: {e:#}");
-    } else {
-        println!(
-            "(× = engram / transformers; transformers ran with {} threads)",
-            args.threads
-        );
+    let first = format!("{:?}", runs[0].0).to_lowercase();
+    println!(
+        "(× = engram {first} / the peer; the peers ran with {} threads, engram with rayon's {})",
+        args.threads,
+        rayon::current_num_threads()
+    );
+    for (peer, figs) in &peers {
+        if let Err(e) = figs {
+            println!("{} not measured: {e:#}", peer.name());
+        }
     }
     Ok(())
 }

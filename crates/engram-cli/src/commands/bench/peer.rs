@@ -1,16 +1,24 @@
 //! The Python peers the benchmarks measure engram against, each run as a child process in the
-//! same run: transformers' greedy generation (`tests/peers/hf_generate_bench.py`) and PEFT's
-//! LoRA training (`../shared/peers/peft_train.py`).
+//! same run: transformers' and llama.cpp's greedy generation (`tests/peers/hf_generate_bench.py`,
+//! `tests/peers/llamacpp_generate_bench.py`) and PEFT's LoRA training
+//! (`../shared/peers/peft_train.py`).
 
 use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use super::generate::Figures;
+use super::generate::{Figures, PeerArg};
 
-fn generate_script() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers/hf_generate_bench.py")
+/// The script that measures `peer`.
+fn generate_script(peer: PeerArg) -> std::path::PathBuf {
+    let name = match peer {
+        PeerArg::Transformers => "hf_generate_bench.py",
+        PeerArg::LlamaCpp => "llamacpp_generate_bench.py",
+    };
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/peers")
+        .join(name)
 }
 
 /// The GGUF path inside a checkpoint origin (`alias (path)` or a path).
@@ -21,9 +29,10 @@ fn gguf_path(origin: &str) -> &str {
         .unwrap_or(origin)
 }
 
-/// transformers' prefill and decode figures for each batch of prompts, reading the same GGUF
-/// file with `python` (`none`: skipped).
-pub fn hf_generate(
+/// A peer's prefill and decode figures for each batch of prompts, on the same GGUF file, run
+/// with `python` (`none`: skipped).
+pub fn generate(
+    peer: PeerArg,
     python: &str,
     origin: &str,
     batches: &[Vec<Vec<u32>>],
@@ -36,7 +45,10 @@ pub fn hf_generate(
     }
     let path = gguf_path(origin);
     if !path.ends_with(".gguf") {
-        bail!("the transformers peer is wired for GGUF models only ({path})");
+        bail!(
+            "the {} peer is wired for GGUF models only ({path})",
+            peer.name()
+        );
     }
     let dir = tempfile::tempdir()?;
     let spec = dir.path().join("prompts.json");
@@ -45,7 +57,7 @@ pub fn hf_generate(
         serde_json::json!({"batches": batches, "new_tokens": new_tokens}).to_string(),
     )?;
     let out = Command::new(python)
-        .arg(generate_script())
+        .arg(generate_script(peer))
         .arg(path)
         .arg(&spec)
         .args(["--threads", &threads.to_string()])

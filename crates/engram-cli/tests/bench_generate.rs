@@ -1,0 +1,87 @@
+//! `engram bench generate` on the real SmolLM2 GGUF beside a real llama.cpp (PyPI `xllamacpp`,
+//! run by `tests/peers/llamacpp_generate_bench.py` with the Python that
+//! `ENGRAM_TEST_PEER_PYTHON` names; `scripts/test.sh` makes one).
+
+mod common;
+
+use common::{engram, run};
+
+/// `engram bench generate` on SmolLM2 (one timed repeat, 2 peer threads) with `args` after.
+fn bench(args: &[&str]) -> (bool, String, String) {
+    run(engram()
+        .args(["bench", "generate", "--model", "smollm2-135m-instruct"])
+        .args(["--repeats", "1", "--threads", "2"])
+        .args(args))
+}
+
+/// The figures of the row that starts with `batch` and `engine`: prefill and decode tokens/s.
+fn row(out: &str, batch: usize, engine: &str) -> Option<(f64, f64)> {
+    out.lines().find_map(|l| {
+        let rest = l.trim_start().strip_prefix(&batch.to_string())?;
+        let rest = rest.trim_start().strip_prefix(engine)?;
+        let mut nums = rest.split_whitespace().map(|w| w.parse::<f64>());
+        Some((nums.next()?.ok()?, nums.next()?.ok()?))
+    })
+}
+
+#[test]
+fn llama_cpp_is_measured_on_the_same_file_beside_both_matmul_modes() {
+    let Ok(python) = std::env::var("ENGRAM_TEST_PEER_PYTHON") else {
+        eprintln!("SKIPPED: ENGRAM_TEST_PEER_PYTHON (a Python with xllamacpp) is not set");
+        return;
+    };
+    let (ok, out, err) = bench(&[
+        "--batch",
+        "1,3",
+        "--new-tokens",
+        "4",
+        "--matmul",
+        "exact,q8",
+        "--peer",
+        "llama.cpp",
+        "--peer-python",
+        &python,
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("SIMD"), "the machine line: {out}");
+    for batch in [1, 3] {
+        for engine in ["engram exact", "engram q8", "llama.cpp"] {
+            let (prefill, decode) =
+                row(&out, batch, engine).unwrap_or_else(|| panic!("{engine} {batch}: {out}"));
+            assert!(prefill > 0.0 && decode > 0.0, "{engine} {batch}: {out}");
+        }
+    }
+    assert!(!out.contains("not measured"), "{out}");
+    // The peer's ratio column is engram's figure over the peer's.
+    let (_, ours) = row(&out, 1, "engram exact").unwrap();
+    let (_, theirs) = row(&out, 1, "llama.cpp").unwrap();
+    let ratio = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("1  llama.cpp"))
+        .and_then(|l| l.split_whitespace().nth(5))
+        .and_then(|w| w.trim_end_matches('x').parse::<f64>().ok())
+        .unwrap();
+    assert!((ratio - ours / theirs).abs() < 0.01 + 0.01 * ratio, "{out}");
+}
+
+#[test]
+fn a_peer_that_cannot_run_is_named_and_the_rest_is_measured() {
+    let (ok, out, err) = bench(&[
+        "--batch",
+        "1",
+        "--new-tokens",
+        "2",
+        "--peer",
+        "transformers,llama.cpp",
+        "--peer-python",
+        "/nonexistent/python",
+    ]);
+    assert!(ok, "{err}");
+    assert!(row(&out, 1, "engram exact").is_some(), "{out}");
+    for peer in ["transformers", "llama.cpp"] {
+        assert!(
+            out.contains(&format!("{peer} not measured: running /nonexistent/python")),
+            "{out}"
+        );
+    }
+}
