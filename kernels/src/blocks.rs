@@ -111,17 +111,7 @@ impl BlockFormat {
             blocks.len(),
             out.len()
         );
-        #[cfg(target_arch = "x86_64")]
-        if self.has_q8_dot() && crate::simd_available() {
-            // SAFETY: AVX2 and F16C are present; lengths checked above.
-            unsafe { avx2::dequantize(self, blocks, out) };
-            return;
-        }
-        self.dequantize_portable(blocks, out);
-    }
-
-    /// The scalar dequantization (the reference the SIMD path must equal).
-    fn dequantize_portable(self, blocks: &[u8], out: &mut [f32]) {
+        // The 5-bit and K-quant formats have portable code only.
         match self {
             BlockFormat::Q5_0 => return kquants::q5::<false>(blocks, out),
             BlockFormat::Q5_1 => return kquants::q5::<true>(blocks, out),
@@ -130,6 +120,18 @@ impl BlockFormat {
             BlockFormat::Q6_K => return kquants::q6_k(blocks, out),
             BlockFormat::Q4_0 | BlockFormat::Q4_1 | BlockFormat::Q8_0 => {}
         }
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd_available() {
+            // SAFETY: AVX2 and F16C are present; lengths checked above.
+            unsafe { avx2::dequantize(self, blocks, out) };
+            return;
+        }
+        self.dequantize_portable(blocks, out);
+    }
+
+    /// The scalar dequantization of Q4_0, Q4_1 and Q8_0 (the reference their SIMD path must
+    /// equal).
+    fn dequantize_portable(self, blocks: &[u8], out: &mut [f32]) {
         let bb = self.block_bytes();
         for (b, o) in blocks
             .chunks_exact(bb)
@@ -155,7 +157,7 @@ impl BlockFormat {
                         o[j] = (q as i8) as f32 * d;
                     }
                 }
-                _ => unreachable!("dispatched above"),
+                _ => unreachable!("{self:?} is dequantized by crate::kquants"),
             }
         }
     }
@@ -276,7 +278,7 @@ impl std::fmt::Debug for QuantizedMatrix {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     use super::{BLOCK_ELEMS, BlockFormat};
@@ -288,9 +290,19 @@ mod avx2 {
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn f16_at(p: *const u8) -> __m256 {
         // SAFETY: two readable bytes.
+        _mm256_set1_ps(unsafe { f16(p) })
+    }
+
+    /// The little-endian f16 at `p`, widened (exactly, as `half` does) by F16C.
+    ///
+    /// # Safety
+    /// F16C present; `p` points to two readable bytes.
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    pub(crate) unsafe fn f16(p: *const u8) -> f32 {
+        // SAFETY: two readable bytes.
         let bits = unsafe { std::ptr::read_unaligned(p as *const u16) };
-        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits)));
-        _mm256_broadcastss_ps(v)
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
     }
 
     /// Eight integers as f32, `· d`, and for Q4_1 `+ m`: one exactly rounded multiply and one

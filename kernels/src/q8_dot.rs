@@ -208,6 +208,7 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     use super::{LANES, Q8Rows, lane_sum};
+    use crate::blocks::avx2::f16;
     use crate::blocks::{BLOCK_ELEMS, BlockFormat};
 
     /// The formats as const parameters, so that each gets its own loop with no branch on the
@@ -218,16 +219,13 @@ mod avx2 {
     /// Activation rows whose accumulators stay in registers together.
     const GROUP: usize = 4;
 
-    /// The little-endian f16 at `p`, widened (exactly, as `half` does) by F16C.
-    ///
-    /// # Safety
-    /// F16C present; `p` points to two readable bytes.
-    #[target_feature(enable = "avx2,f16c")]
-    #[inline]
-    unsafe fn f16(p: *const u8) -> f32 {
-        // SAFETY: two readable bytes.
-        let bits = unsafe { std::ptr::read_unaligned(p as *const u16) };
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+    /// The block format of a `KIND`.
+    fn format<const KIND: u8>() -> BlockFormat {
+        match KIND {
+            Q4_0 => BlockFormat::Q4_0,
+            Q4_1 => BlockFormat::Q4_1,
+            _ => BlockFormat::Q8_0,
+        }
     }
 
     /// A weight block as 32 bytes: signed for Q4_0 (`q - 8`) and Q8_0, unsigned nibbles for
@@ -270,11 +268,7 @@ mod avx2 {
         r0: usize,
         out: &mut [f32],
     ) {
-        let bb = match KIND {
-            Q4_0 => 18,
-            Q4_1 => 20,
-            _ => 34,
-        };
+        let bb = format::<KIND>().block_bytes();
         let nb = x.blocks;
         let ones = _mm256_set1_epi16(1);
         let mut acc = [_mm256_setzero_ps(); R];

@@ -74,8 +74,7 @@ def main():
         print(json.dumps({"batch": len(batch), "prefill_tokens": sum(len(q) for q in batch),
                           "prefill_secs": pre, "decode_tokens": len(batch) * (n - 1),
                           "decode_secs": max(full - pre, 1e-9),
-                          "engine": f"llama.cpp (xllamacpp {xlc.__version__})"
-                          if hasattr(xlc, "__version__") else "llama.cpp (xllamacpp)"}),
+                          "engine": f"llama.cpp (xllamacpp {xlc.__version__})"}),
               flush=True)
     del server
     os._exit(0)  # the embedded server's threads need not be joined

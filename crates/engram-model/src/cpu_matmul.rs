@@ -6,7 +6,8 @@
 //! kernel instead reads weights in the `[out, in]` layout checkpoints store, row by row, and
 //! where the checkpoint stored them in GGUF blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
 //! Q6_K) it reads the blocks themselves, dequantizing a few rows at a time into cache:
-//! SmolLM2's Q4_1 weights stream at 5/32 of their f32 size. `engram bench generate` measures the effect against transformers.
+//! SmolLM2's Q4_1 weights stream at 5/32 of their f32 size. `engram bench generate` measures the
+//! effect against transformers and llama.cpp.
 //!
 //! How it is wired:
 //! - On the CPU device (flex, with or without autodiff) with f32 weights and an AVX2 + FMA +

@@ -90,6 +90,14 @@ impl PeerArg {
 }
 
 impl MatmulArg {
+    /// The name the table shows (as on the command line).
+    fn name(self) -> &'static str {
+        match self {
+            MatmulArg::Exact => "exact",
+            MatmulArg::Q8 => "q8",
+        }
+    }
+
     fn mode(self) -> QuantizedProduct {
         match self {
             MatmulArg::Exact => QuantizedProduct::Exact,
@@ -208,8 +216,8 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
         "{:>5}  {:<13} {:>14} {:>14}  {:>8} {:>8}  greedy = exact",
         "batch", "engine", "prefill tok/s", "decode tok/s", "prefill×", "decode×"
     );
+    let exact = runs.iter().find(|(m, _)| *m == MatmulArg::Exact);
     for (i, &b) in args.batch.iter().enumerate() {
-        let exact = runs.iter().find(|(m, _)| *m == MatmulArg::Exact);
         for (mode, ours) in &runs {
             let (f, tokens) = &ours[i];
             let same = match exact {
@@ -219,7 +227,7 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
                 ),
                 None => "-".into(),
             };
-            let name = format!("engram {}", format!("{mode:?}").to_lowercase());
+            let name = format!("engram {}", mode.name());
             println!(
                 "{b:>5}  {name:<13} {:>14.1} {:>14.1}  {:>8} {:>8}  {same}",
                 f.prefill_tps(),
@@ -242,9 +250,9 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
             }
         }
     }
-    let first = format!("{:?}", runs[0].0).to_lowercase();
     println!(
-        "(× = engram {first} / the peer; the peers ran with {} threads, engram with rayon's {})",
+        "(× = engram {} / the peer; the peers ran with {} threads, engram with rayon's {})",
+        runs[0].0.name(),
         args.threads,
         rayon::current_num_threads()
     );
