@@ -46,16 +46,18 @@ pub struct GenerateBenchArgs {
     /// Random weights drawn on the device (with --architecture).
     #[arg(long, requires = "architecture")]
     pub random_weights: bool,
-    /// Prompt tokens per row for --random-weights.
-    #[arg(long, default_value_t = 64)]
-    pub prompt_len: usize,
+    /// Prompt tokens per row: with --random-weights, random ids (default 64); with a model, a
+    /// long user turn of real sentences of at least this many tokens ending in the row's
+    /// question (default: the question alone, ~40 tokens) — e.g. 2048 for a long-prompt prefill.
+    #[arg(long)]
+    pub prompt_len: Option<usize>,
     /// Also write the figures as JSON to this file (with --random-weights).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
     /// How quantized (GGUF block) weights are multiplied on the CPU, each measured in turn:
     /// `exact` (the blocks dequantized to f32: transformers' numbers) and `q8` (activations
-    /// quantized to Q8 blocks, integer dot products: llama.cpp's way; not yet faster here, and
-    /// its greedy tokens drift from exact ones: an experiment).
+    /// quantized to Q8 blocks, integer dot products: llama.cpp's way; faster at batch 1, but its
+    /// greedy tokens drift from exact ones: an experiment).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "exact")]
     pub matmul: Vec<MatmulArg>,
 }
@@ -125,6 +127,60 @@ const QUESTIONS: [&str; 16] = [
     "What is the boiling point of water in Celsius?",
 ];
 
+/// Prompt tokens per row of `--random-weights` runs unless `--prompt-len` says otherwise.
+const RANDOM_PROMPT_LEN: usize = 64;
+
+/// Row `row`'s chat prompt: its question, after a long user turn of the other questions (taken
+/// in turn, numbered) until the prompt holds at least `min_tokens` tokens.
+fn prompt(
+    tok: &engram_tokenizer::ChatTokenizer,
+    row: usize,
+    min_tokens: usize,
+) -> Result<Vec<u32>> {
+    let question = QUESTIONS[row % QUESTIONS.len()];
+    let encode = |text: &str| tok.encode_chat_prompt(&[Message::user(text)]);
+    let mut ids = encode(question)?;
+    if ids.len() >= min_tokens {
+        return Ok(ids);
+    }
+    // Grow the preamble by whole rounds of the questions until long enough, then drop
+    // sentences from its end while the prompt stays long enough (a handful of encodes).
+    let sentence = |k: usize| {
+        format!(
+            "{}. {}\n",
+            k + 1,
+            QUESTIONS[(row + 1 + k) % QUESTIONS.len()]
+        )
+    };
+    let with = |n: usize| {
+        let mut text = String::from("Notes from the meeting, for reference:\n");
+        for k in 0..n {
+            text.push_str(&sentence(k));
+        }
+        text.push_str("\nAnswer this question: ");
+        text.push_str(question);
+        encode(&text)
+    };
+    let mut n = QUESTIONS.len();
+    loop {
+        ids = with(n)?;
+        if ids.len() >= min_tokens {
+            break;
+        }
+        n *= 2;
+    }
+    let (mut lo, mut hi) = (0, n);
+    while lo + 1 < hi {
+        let mid = (lo + hi) / 2;
+        if with(mid)?.len() >= min_tokens {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    with(hi).map_err(Into::into)
+}
+
 /// Prefill and decode figures of one batch.
 #[derive(Debug, Clone, Copy)]
 pub struct Figures {
@@ -157,7 +213,7 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
             &args.model.backend,
             dtype,
             &args.batch,
-            args.prompt_len,
+            args.prompt_len.unwrap_or(RANDOM_PROMPT_LEN),
             args.new_tokens,
         )?;
         if let Some(path) = &args.json {
@@ -170,8 +226,8 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
     let mut batches = Vec::new();
     for &b in &args.batch {
         let prompts: Vec<Vec<u32>> = (0..b)
-            .map(|i| tok.encode_chat_prompt(&[Message::user(QUESTIONS[i % QUESTIONS.len()])]))
-            .collect::<std::result::Result<_, _>>()?;
+            .map(|i| prompt(tok, i, args.prompt_len.unwrap_or(0)))
+            .collect::<Result<_>>()?;
         batches.push(prompts);
     }
     // Per --matmul mode, per batch: the best figures and the greedy tokens.
