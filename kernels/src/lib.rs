@@ -8,12 +8,16 @@
 //!   ([`blocks`], [`kquants`]), bit-identical to the product with the dequantized matrix.
 //! - [`matmul_nt_q8`]: the same product as llama.cpp computes it — activations quantized to Q8
 //!   blocks, integer dot products with the weight blocks — faster, and an approximation.
+//! - [`KvBuffer`]: a layer's key/value cache in one preallocated buffer, appended in place, and
+//!   a decode step's attention over it.
 
+pub mod attention;
 pub mod blocks;
 pub mod kquants;
 pub mod matmul_nt;
 pub mod q8_dot;
 
+pub use attention::KvBuffer;
 pub use blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
 pub use matmul_nt::{matmul_nt, matmul_nt_quantized, simd_available};
 pub use q8_dot::{Q8Rows, matmul_nt_q8};

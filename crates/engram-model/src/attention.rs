@@ -8,12 +8,14 @@
 //! the `q × k` scores — a long prompt no longer allocates gigabytes per layer. It is the same
 //! function up to float rounding (tests compare it with transformers and with the eager path).
 //! Other backends document neither grouped heads nor broadcast masks for that op, so they keep
-//! the eager path.
+//! the eager path. With a KV cache, the CPU backend keeps keys and values in a host buffer
+//! written in place ([`engram_kernels::KvBuffer`]) and a decode step attends over it with
+//! engram's kernel, where a cache of tensors would be concatenated (copied whole) every step.
 
 use burn::module::Module;
 use burn::tensor::activation::softmax;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Bool, DType, Device, Tensor};
+use burn::tensor::{Bool, DType, Device, Tensor, TensorData};
 
 use crate::kv_cache::LayerCache;
 use crate::linear::{Linear, shared_adapter_input};
@@ -58,26 +60,24 @@ impl Attention {
         let q = self.q_proj.forward_prepared(x.clone(), xa.clone());
         let k = self.k_proj.forward_prepared(x.clone(), xa.clone());
         let v = self.v_proj.forward_prepared(x, xa);
-        // RoPE on q and k as the projections lay them out ([b, t, heads, d]), then heads first.
-        let q = apply_rotary(q.reshape([b, t, h, d]), cos, sin).swap_dims(1, 2);
-        let k = apply_rotary(k.reshape([b, t, kv, d]), cos, sin).swap_dims(1, 2);
-        let v = v.reshape([b, t, kv, d]).swap_dims(1, 2);
+        // RoPE on q and k as the projections lay them out ([b, t, heads, d]).
+        let q = apply_rotary(q.reshape([b, t, h, d]), cos, sin);
+        let k = apply_rotary(k.reshape([b, t, kv, d]), cos, sin);
+        let v = v.reshape([b, t, kv, d]);
+        let scale = (d as f64).powf(-0.5);
+        if fused_attention(&q.device()) {
+            let out = match cache {
+                Some(c) => cached_on_host(c, q, k, v, mask, scale),
+                None => fused(q, k.swap_dims(1, 2), v.swap_dims(1, 2), mask, scale),
+            };
+            return self.o_proj.forward(out);
+        }
+        // Heads first.
+        let (q, k, v) = (q.swap_dims(1, 2), k.swap_dims(1, 2), v.swap_dims(1, 2));
         let (k, v) = match cache {
             Some(c) => c.append(k, v),
             None => (k, v),
         };
-        let scale = (d as f64).powf(-0.5);
-        if fused_attention(&q.device()) {
-            let options = AttentionModuleOptions {
-                scale: Some(scale),
-                softcap: None,
-                is_causal: false,
-            };
-            let out = burn::tensor::module::attention(q, k, v, mask.cloned(), None, options);
-            return self
-                .o_proj
-                .forward(out.swap_dims(1, 2).reshape([b, t, h * d]));
-        }
         // Grouped-query attention without repeating keys/values: query heads sharing a kv head
         // (HF's repeat_kv maps head i to kv head i / groups) are stacked along the sequence
         // axis, so each kv head is read once: [b, kv, groups * t, d] x [b, kv, d, s].
@@ -104,6 +104,79 @@ impl Attention {
             .reshape([b, t, h * d]);
         self.o_proj.forward(out)
     }
+}
+
+/// Query slots up to which a cached step attends through [`engram_kernels::KvBuffer::attend`] (a decode step;
+/// longer prompt chunks run Burn's fused op over a contiguous copy of the cache).
+const HOST_ATTENTION_MAX_QUERIES: usize = 16;
+
+/// Burn's fused attention of `q: [b, t, h, d]` over `k`, `v: [b, kv, s, d]` (heads first),
+/// `[b, t, h·d]`.
+fn fused(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    mask: Option<&Tensor<4, Bool>>,
+    scale: f64,
+) -> Tensor<3> {
+    let [b, t, h, d] = q.dims();
+    let options = AttentionModuleOptions {
+        scale: Some(scale),
+        softcap: None,
+        is_causal: false,
+    };
+    burn::tensor::module::attention(q.swap_dims(1, 2), k, v, mask.cloned(), None, options)
+        .swap_dims(1, 2)
+        .reshape([b, t, h * d])
+}
+
+/// A tensor's values as f32 on the host.
+fn host(t: Tensor<4>) -> Vec<f32> {
+    t.into_data()
+        .try_into_vec_as::<f32>()
+        .expect("an activation converts to f32")
+}
+
+/// The CPU backend's cached step: `k`, `v` (`[b, t, kv, d]`) written into the layer's host
+/// buffer, then `q` (`[b, t, h, d]`) attended over it — by [`engram_kernels::KvBuffer::attend`] for a decode
+/// step, by Burn's fused op for a long chunk. Returns `[b, t, h·d]` in `q`'s dtype.
+fn cached_on_host(
+    cache: &mut LayerCache,
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    mask: Option<&Tensor<4, Bool>>,
+    scale: f64,
+) -> Tensor<3> {
+    let [b, t, h, d] = q.dims();
+    let kv = k.dims()[2];
+    let device = q.device();
+    let dtype = q.dtype();
+    let buffer = cache.host_buffer(b, kv, d);
+    let first = buffer.is_empty();
+    buffer.append(&host(k.clone()), &host(v.clone()), t);
+    if t <= HOST_ATTENTION_MAX_QUERIES {
+        let mask = mask.map(|m| {
+            m.clone()
+                .into_data()
+                .try_into_vec_as::<bool>()
+                .expect("a mask converts to bool")
+        });
+        let out = buffer.attend(&host(q), t, h, mask.as_deref(), scale as f32);
+        return Tensor::<3>::from_data(TensorData::new(out, [b, t, h * d]), &device).cast(dtype);
+    }
+    // A long chunk: the fused op over the new keys alone when nothing came before, else over a
+    // contiguous copy of the buffer (once per chunk of many queries).
+    let (k, v) = if first {
+        (k.swap_dims(1, 2), v.swap_dims(1, 2))
+    } else {
+        let s = buffer.len();
+        let (kc, vc) = buffer.contiguous();
+        let tensor =
+            |x| Tensor::<4>::from_data(TensorData::new(x, [b, kv, s, d]), &device).cast(dtype);
+        (tensor(kc), tensor(vc))
+    };
+    fused(q, k, v, mask, scale)
 }
 
 /// Whether attention on `device` runs the backend's fused op (the CPU backend without autodiff;

@@ -163,6 +163,8 @@ fn decode(
     if budget == 0 {
         return Ok(out);
     }
+    // Every slot this generation can fill, allocated once (the CPU backend's host buffers).
+    cache.reserve(used + budget);
     let t0 = Instant::now();
     let mut hidden = model.step_chunked(&rows, &mut cache);
     let mut t_decode = None;

@@ -1,18 +1,39 @@
 //! Key/value cache for incremental decoding: per layer, keys and values of every position seen
 //! so far, `[batch, kv_heads, seq, head_dim]` (before the grouped-query repeat).
+//!
+//! Inference on the CPU backend keeps them in one host buffer per layer
+//! ([`engram_kernels::KvBuffer`]: written in place, attended where they lie; reserved for the
+//! whole generation by [`KvCache::reserve`]); the other backends keep device tensors and
+//! concatenate.
 
 use burn::tensor::Tensor;
+use engram_kernels::KvBuffer;
 
 /// One layer's cached keys and values.
 #[derive(Debug, Clone, Default)]
 pub struct LayerCache {
-    /// Keys, `[batch, kv_heads, len, head_dim]`.
+    /// Keys, `[batch, kv_heads, len, head_dim]` (device tensors: GPU backends).
     pub k: Option<Tensor<4>>,
     /// Values, same shape.
     pub v: Option<Tensor<4>>,
+    /// Keys and values in one host buffer (the CPU backend's inference), created by the first
+    /// append with the slots [`KvCache::reserve`] asked for.
+    pub host: Option<KvBuffer>,
+    /// Slots to reserve when the host buffer is created.
+    pub reserve: usize,
 }
 
 impl LayerCache {
+    /// The host buffer, created for `batch` rows of `kv_heads` × `head_dim` on first use.
+    pub fn host_buffer(&mut self, batch: usize, kv_heads: usize, head_dim: usize) -> &mut KvBuffer {
+        let reserve = self.reserve;
+        self.host.get_or_insert_with(|| {
+            let mut b = KvBuffer::new(batch, kv_heads, head_dim);
+            b.reserve(reserve);
+            b
+        })
+    }
+
     /// Appends new keys/values along the sequence and returns the full ones.
     pub fn append(&mut self, k: Tensor<4>, v: Tensor<4>) -> (Tensor<4>, Tensor<4>) {
         let k = match self.k.take() {
@@ -59,6 +80,17 @@ impl KvCache {
         self.pads.len()
     }
 
+    /// Makes room for `slots` slots per row in each layer's host buffer (so that a generation
+    /// of known length never regrows it); device tensors ignore it.
+    pub fn reserve(&mut self, slots: usize) {
+        for l in &mut self.layers {
+            l.reserve = l.reserve.max(slots);
+            if let Some(h) = &mut l.host {
+                h.reserve(slots);
+            }
+        }
+    }
+
     /// Repeats a batch-1, unpadded cache `n` times along the batch (rows sharing one prefix).
     pub fn repeat(&self, n: usize) -> Self {
         assert_eq!(self.batch(), 1, "only a batch-1 cache can be repeated");
@@ -69,6 +101,8 @@ impl KvCache {
                 .map(|l| LayerCache {
                     k: l.k.clone().map(|t| t.repeat_dim(0, n)),
                     v: l.v.clone().map(|t| t.repeat_dim(0, n)),
+                    host: l.host.as_ref().map(|h| h.repeat(n)),
+                    reserve: l.reserve,
                 })
                 .collect(),
             len: self.len,

@@ -1,0 +1,453 @@
+//! A layer's key/value cache in one preallocated host buffer, and attention of a few new queries
+//! over it — a decode step's attention on the CPU.
+//!
+//! Burn's tensors are immutable values: a cache kept as tensors grows by concatenation, which
+//! copies every cached key and value of every layer at every decode step (at a 2k-token context
+//! on SmolLM2, ~190 MB a token), and Burn's fused attention op makes its own contiguous copy of
+//! a view into a larger buffer. [`KvBuffer`] instead writes each step's keys and values in place
+//! into `[batch, kv_heads, capacity, head_dim]` storage (grown by doubling when a caller did not
+//! reserve enough), and [`KvBuffer::attend`] reads them where they lie.
+//!
+//! Numerics as transformers' eager attention: scores `q·k` in f32 scaled by `scale`, masked keys
+//! left out (transformers fills them with the f32 minimum, whose `exp` is 0), softmax in f32
+//! with the maximum subtracted, probabilities normalized before they weight the values. Dot
+//! products run over 8 lanes folded in a fixed order (the AVX2 and portable paths are the same
+//! code, compiled with and without AVX2, and give the same bits).
+
+use rayon::prelude::*;
+
+/// Lanes of the dot products.
+const LANES: usize = 8;
+/// Multiply-adds below which [`KvBuffer::attend`] runs on the calling thread (as
+/// `matmul_nt`'s threshold: waking rayon's threads costs more than a small attention).
+const PARALLEL_MIN_MACS: usize = 1 << 20;
+
+/// One layer's cached keys and values, `[batch, kv_heads, capacity, head_dim]` f32 each; the
+/// first [`KvBuffer::len`] slots of every row are filled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvBuffer {
+    k: Vec<f32>,
+    v: Vec<f32>,
+    batch: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    capacity: usize,
+    len: usize,
+}
+
+impl KvBuffer {
+    /// An empty cache for `batch` rows of `kv_heads` heads of width `head_dim`.
+    pub fn new(batch: usize, kv_heads: usize, head_dim: usize) -> Self {
+        Self {
+            k: Vec::new(),
+            v: Vec::new(),
+            batch,
+            kv_heads,
+            head_dim,
+            capacity: 0,
+            len: 0,
+        }
+    }
+
+    /// Filled slots per row.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Rows.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Slots per row the storage holds without growing.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Makes room for at least `slots` slots per row (in one allocation).
+    pub fn reserve(&mut self, slots: usize) {
+        if slots <= self.capacity {
+            return;
+        }
+        let (rows, d) = (self.batch * self.kv_heads, self.head_dim);
+        let regrow = |old: &[f32]| {
+            let mut new = vec![0f32; rows * slots * d];
+            for r in 0..rows {
+                let src = &old[r * self.capacity * d..][..self.len * d];
+                new[r * slots * d..][..self.len * d].copy_from_slice(src);
+            }
+            new
+        };
+        self.k = regrow(&self.k);
+        self.v = regrow(&self.v);
+        self.capacity = slots;
+    }
+
+    /// Appends `t` new slots per row: `k` and `v` laid out as the projections produce them,
+    /// `[batch, t, kv_heads, head_dim]`. Grows the storage (doubling) when it is full.
+    ///
+    /// # Panics
+    /// If `k` or `v` does not hold `batch·t·kv_heads·head_dim` values.
+    pub fn append(&mut self, k: &[f32], v: &[f32], t: usize) {
+        let (kv, d) = (self.kv_heads, self.head_dim);
+        let n = self.batch * t * kv * d;
+        assert!(
+            k.len() == n && v.len() == n,
+            "keys/values: {} and {} values for [{}, {t}, {kv}, {d}]",
+            k.len(),
+            v.len(),
+            self.batch
+        );
+        if self.len + t > self.capacity {
+            self.reserve((self.len + t).max(2 * self.capacity));
+        }
+        for b in 0..self.batch {
+            for s in 0..t {
+                for h in 0..kv {
+                    let src = ((b * t + s) * kv + h) * d;
+                    let dst = ((b * kv + h) * self.capacity + self.len + s) * d;
+                    self.k[dst..dst + d].copy_from_slice(&k[src..src + d]);
+                    self.v[dst..dst + d].copy_from_slice(&v[src..src + d]);
+                }
+            }
+        }
+        self.len += t;
+    }
+
+    /// A batch-1 cache repeated `n` times along the batch (rows sharing one prefix), with the
+    /// same capacity.
+    ///
+    /// # Panics
+    /// If the cache has more than one row.
+    pub fn repeat(&self, n: usize) -> Self {
+        assert_eq!(self.batch, 1, "only a batch-1 cache can be repeated");
+        Self {
+            k: self.k.repeat(n),
+            v: self.v.repeat(n),
+            batch: n,
+            ..self.clone()
+        }
+    }
+
+    /// The filled keys and values as contiguous `[batch, kv_heads, len, head_dim]` copies (for
+    /// an op that needs them as a tensor, such as a long prompt chunk's attention).
+    pub fn contiguous(&self) -> (Vec<f32>, Vec<f32>) {
+        let (rows, d) = (self.batch * self.kv_heads, self.head_dim);
+        let pack = |buf: &[f32]| {
+            let mut out = Vec::with_capacity(rows * self.len * d);
+            for r in 0..rows {
+                out.extend_from_slice(&buf[r * self.capacity * d..][..self.len * d]);
+            }
+            out
+        };
+        (pack(&self.k), pack(&self.v))
+    }
+
+    /// Attention of the last `t` slots' queries over every cached slot (the new ones included):
+    /// `q` is `[batch, t, heads, head_dim]` (as the projection lays it out; `heads` a multiple
+    /// of the cache's kv heads, query head `i` reading kv head `i / (heads / kv_heads)` as
+    /// transformers' `repeat_kv`), `mask` `[batch, t, len]` with true for a key a query must not
+    /// see (`None`: every key visible). Returns `[batch, t, heads, head_dim]`.
+    ///
+    /// # Panics
+    /// If the shapes disagree, or a query sees no key.
+    pub fn attend(
+        &self,
+        q: &[f32],
+        t: usize,
+        heads: usize,
+        mask: Option<&[bool]>,
+        scale: f32,
+    ) -> Vec<f32> {
+        let (b, kv, d, len) = (self.batch, self.kv_heads, self.head_dim, self.len);
+        assert!(heads.is_multiple_of(kv), "{heads} query heads over {kv} kv heads");
+        assert_eq!(
+            q.len(),
+            b * t * heads * d,
+            "queries for [{b}, {t}, {heads}, {d}]"
+        );
+        assert!(t <= len, "{t} queries over {len} cached slots");
+        if let Some(m) = mask {
+            assert_eq!(m.len(), b * t * len, "mask for [{b}, {t}, {len}]");
+        }
+        let groups = heads / kv;
+        let task = |(bh, out): (usize, &mut [f32])| {
+            let (bi, h) = (bh / heads, bh % heads);
+            let base = (bi * kv + h / groups) * self.capacity * d;
+            let keys = &self.k[base..base + len * d];
+            let values = &self.v[base..base + len * d];
+            for s in 0..t {
+                let query = &q[((bi * t + s) * heads + h) * d..][..d];
+                let visible = mask.map(|m| &m[(bi * t + s) * len..][..len]);
+                head(query, keys, values, visible, scale, &mut out[s * d..][..d]);
+            }
+        };
+        // Per (row, head) outputs, [batch, heads, t, head_dim]; then in the projection's order.
+        let mut by_head = vec![0f32; b * heads * t * d];
+        let macs = 2 * b * heads * t * len * d;
+        if macs < PARALLEL_MIN_MACS || rayon::current_num_threads() == 1 {
+            by_head.chunks_mut(t * d).enumerate().for_each(task);
+        } else {
+            by_head.par_chunks_mut(t * d).enumerate().for_each(task);
+        }
+        if t == 1 {
+            return by_head;
+        }
+        let mut out = vec![0f32; by_head.len()];
+        for bi in 0..b {
+            for h in 0..heads {
+                for s in 0..t {
+                    let src = ((bi * heads + h) * t + s) * d;
+                    let dst = ((bi * t + s) * heads + h) * d;
+                    out[dst..dst + d].copy_from_slice(&by_head[src..src + d]);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One query's attention over `keys`/`values` (`[len, d]`), into `out` (`[d]`).
+fn head(
+    query: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    masked: Option<&[bool]>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd_available() {
+        // SAFETY: AVX2 and FMA are present (checked above).
+        return unsafe { head_avx2(query, keys, values, masked, scale, out) };
+    }
+    head_portable(query, keys, values, masked, scale, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn head_avx2(
+    query: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    masked: Option<&[bool]>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    head_portable(query, keys, values, masked, scale, out)
+}
+
+#[inline(always)]
+fn head_portable(
+    query: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    masked: Option<&[bool]>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let d = query.len();
+    let len = keys.len() / d;
+    let hidden = |j: usize| masked.is_some_and(|m| m[j]);
+    let mut scores = vec![f32::NEG_INFINITY; len];
+    let mut max = f32::NEG_INFINITY;
+    for (j, score) in scores.iter_mut().enumerate() {
+        if !hidden(j) {
+            *score = dot(query, &keys[j * d..][..d]) * scale;
+            max = max.max(*score);
+        }
+    }
+    assert!(max > f32::NEG_INFINITY, "a query sees no key");
+    let mut sum = 0f32;
+    for (j, score) in scores.iter_mut().enumerate() {
+        *score = if hidden(j) { 0.0 } else { (*score - max).exp() };
+        sum += *score;
+    }
+    // Each output element sums over the keys in order (vectorized across elements, so the
+    // AVX2 and portable builds add in the same order).
+    out.fill(0.0);
+    for (j, &p) in scores.iter().enumerate() {
+        if p == 0.0 {
+            continue;
+        }
+        let p = p / sum;
+        for (o, &x) in out.iter_mut().zip(&values[j * d..][..d]) {
+            *o += p * x;
+        }
+    }
+}
+
+/// `a · b` over [`LANES`] partial sums, folded pairwise.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; LANES];
+    let mut ca = a.chunks_exact(LANES);
+    let mut cb = b.chunks_exact(LANES);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for l in 0..LANES {
+            lanes[l] += x[l] * y[l];
+        }
+    }
+    let mut tail = 0f32;
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail += x * y;
+    }
+    let mut w = LANES;
+    while w > 1 {
+        w /= 2;
+        for l in 0..w {
+            lanes[l] += lanes[l + w];
+        }
+    }
+    lanes[0] + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic pseudo-random vector.
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2654435761).wrapping_add(12345);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x as f32 / u32::MAX as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Attention in f64, written from the definition: `[b, t, heads, d]`.
+    #[allow(clippy::too_many_arguments)]
+    fn reference(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        (b, t, heads, kv, d, len): (usize, usize, usize, usize, usize, usize),
+        mask: Option<&[bool]>,
+        scale: f64,
+    ) -> Vec<f64> {
+        // k, v: [b, len, kv, d] as appended.
+        let mut out = vec![0f64; b * t * heads * d];
+        for bi in 0..b {
+            for s in 0..t {
+                for h in 0..heads {
+                    let kh = h / (heads / kv);
+                    let qv = &q[((bi * t + s) * heads + h) * d..][..d];
+                    let mut w = vec![f64::NEG_INFINITY; len];
+                    for (j, wj) in w.iter_mut().enumerate() {
+                        if mask.is_some_and(|m| m[(bi * t + s) * len + j]) {
+                            continue;
+                        }
+                        let kj = &k[((bi * len + j) * kv + kh) * d..][..d];
+                        *wj = qv
+                            .iter()
+                            .zip(kj)
+                            .map(|(&a, &b)| a as f64 * b as f64)
+                            .sum::<f64>()
+                            * scale;
+                    }
+                    let max = w.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = w.iter().map(|&x| (x - max).exp()).collect();
+                    let sum: f64 = e.iter().sum();
+                    for (j, ej) in e.iter().enumerate() {
+                        let vj = &v[((bi * len + j) * kv + kh) * d..][..d];
+                        for c in 0..d {
+                            out[((bi * t + s) * heads + h) * d + c] += ej / sum * vj[c] as f64;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Appends `steps` chunks (of `t` slots each, the last `t` the queries) and checks the
+    /// attention of the last chunk against the f64 reference.
+    fn check(b: usize, heads: usize, kv: usize, d: usize, chunks: &[usize], masked: bool) {
+        let len: usize = chunks.iter().sum();
+        let t = *chunks.last().unwrap();
+        let k_all = values(b * len * kv * d, 1);
+        let v_all = values(b * len * kv * d, 2);
+        // The per-chunk slices of [b, len, kv, d] in the [b, t, kv, d] order append takes.
+        let mut cache = KvBuffer::new(b, kv, d);
+        let mut start = 0;
+        for &c in chunks {
+            let take = |all: &[f32]| {
+                let mut out = Vec::new();
+                for bi in 0..b {
+                    out.extend_from_slice(&all[(bi * len + start) * kv * d..][..c * kv * d]);
+                }
+                out
+            };
+            cache.append(&take(&k_all), &take(&v_all), c);
+            start += c;
+        }
+        assert_eq!(cache.len(), len);
+        let q = values(b * t * heads * d, 3);
+        // Causal with the first row's first two slots masked as left padding.
+        let mask: Vec<bool> = (0..b * t * len)
+            .map(|i| {
+                let (bi, s, j) = (i / (t * len), (i / len) % t, i % len);
+                j > len - t + s || (bi == 0 && j < 2 && len - t + s >= 2)
+            })
+            .collect();
+        let mask = masked.then_some(&mask[..]);
+        let scale = (d as f64).powf(-0.5);
+        let got = cache.attend(&q, t, heads, mask, scale as f32);
+        let want = reference(&q, &k_all, &v_all, (b, t, heads, kv, d, len), mask, scale);
+        let diff = got
+            .iter()
+            .zip(&want)
+            .map(|(&g, &w)| (g as f64 - w).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            diff < 1e-5,
+            "b {b} heads {heads}/{kv} d {d} chunks {chunks:?}: {diff:e}"
+        );
+    }
+
+    #[test]
+    fn attends_as_the_definition_across_growth_and_grouped_heads() {
+        check(1, 9, 3, 64, &[40, 1], false);
+        check(2, 4, 2, 64, &[7, 5, 3, 1], true);
+        check(3, 4, 4, 32, &[1, 1, 1, 1, 1, 1, 1, 1, 1, 1], true);
+        check(2, 6, 3, 12, &[9, 4], true);
+        // Long enough to run on rayon's threads.
+        check(1, 9, 3, 64, &[2000, 1], false);
+    }
+
+    #[test]
+    fn the_simd_and_portable_paths_give_the_same_bits() {
+        for (d, len) in [(64, 300), (12, 17), (128, 5)] {
+            let (q, k, v) = (values(d, 6), values(len * d, 7), values(len * d, 8));
+            let mask: Vec<bool> = (0..len).map(|j| j % 5 == 3).collect();
+            let (mut a, mut b) = (vec![0f32; d], vec![0f32; d]);
+            head(&q, &k, &v, Some(&mask), 0.125, &mut a);
+            head_portable(&q, &k, &v, Some(&mask), 0.125, &mut b);
+            assert_eq!(a, b, "d {d}");
+        }
+    }
+
+    #[test]
+    fn reserve_and_repeat_keep_the_filled_slots() {
+        let mut c = KvBuffer::new(1, 2, 8);
+        c.append(&values(3 * 16, 4), &values(3 * 16, 5), 3);
+        let before = c.contiguous();
+        c.reserve(100);
+        assert_eq!(c.capacity(), 100);
+        assert_eq!(c.contiguous(), before);
+        let r = c.repeat(3);
+        assert_eq!(r.batch(), 3);
+        let (k, v) = r.contiguous();
+        assert_eq!(k, before.0.repeat(3));
+        assert_eq!(v, before.1.repeat(3));
+    }
+}
