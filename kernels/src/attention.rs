@@ -165,7 +165,10 @@ impl KvBuffer {
         scale: f32,
     ) -> Vec<f32> {
         let (b, kv, d, len) = (self.batch, self.kv_heads, self.head_dim, self.len);
-        assert!(heads.is_multiple_of(kv), "{heads} query heads over {kv} kv heads");
+        assert!(
+            heads.is_multiple_of(kv),
+            "{heads} query heads over {kv} kv heads"
+        );
         assert_eq!(
             q.len(),
             b * t * heads * d,
