@@ -27,6 +27,7 @@ fn shipped_experiments_load() {
     let smoke = repo().join("experiments/smoke.toml");
     let exp = Experiment::load(&smoke, &default_configs_dir(&smoke)).unwrap();
     assert_eq!(exp.training.train.lr, 2e-3, "[override.training] applies");
+    assert_eq!(exp.training.train.warmup_epochs, 2.0);
     assert_eq!(
         exp.training.train.epochs, 10,
         "the preset's other keys stay"
