@@ -3,7 +3,8 @@
 generation on the same GGUF model, the same prompt ids and the same thread count.
 
 Reads a JSON file {"batches": [[ids...], ...] per batch size, "new_tokens": N}; prints one JSON
-line per batch: {"batch", "prefill_tokens", "prefill_secs", "decode_tokens", "decode_secs"}.
+line per batch: {"batch", "prefill_tokens", "prefill_secs", "decode_tokens", "decode_secs",
+"tokens"} (tokens: each row's N greedy tokens, from the last timed run).
 Prefill = generate(max_new_tokens=1); decode = generate(N tokens, no early stop) minus prefill.
 
 Usage: python hf_generate_bench.py MODEL.gguf PROMPTS.json [--threads 2] [--repeats 2]
@@ -37,19 +38,24 @@ def main():
         ids = torch.tensor([[0] * (longest - len(p)) + p for p in batch])
         att = torch.tensor([[0] * (longest - len(p)) + [1] * len(p) for p in batch])
 
+        tokens = []
+
         def run(k):
             gc = GenerationConfig(do_sample=False, max_new_tokens=k, min_new_tokens=k, eos_token_id=None,
                                   pad_token_id=0, bos_token_id=None)
             t0 = time.perf_counter()
             with torch.no_grad():
-                model.generate(input_ids=ids, attention_mask=att, generation_config=gc)
-            return time.perf_counter() - t0
+                out = model.generate(input_ids=ids, attention_mask=att, generation_config=gc)
+            secs = time.perf_counter() - t0
+            tokens[:] = out[:, longest:].tolist()
+            return secs
 
         run(2)  # warm-up
         pre = min(run(1) for _ in range(args.repeats))
         full = min(run(n) for _ in range(args.repeats))
         print(json.dumps({"batch": len(batch), "prefill_tokens": int(att.sum()), "prefill_secs": pre,
-                          "decode_tokens": len(batch) * (n - 1), "decode_secs": max(full - pre, 1e-9)}),
+                          "decode_tokens": len(batch) * (n - 1), "decode_secs": max(full - pre, 1e-9),
+                          "tokens": tokens}),
               flush=True)
 
 

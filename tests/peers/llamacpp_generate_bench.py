@@ -7,7 +7,9 @@ Reads the same JSON file as hf_generate_bench.py ({"batches": [[ids...], ...] pe
 "new_tokens": N}) and prints one JSON line per batch in the same form. A batch of B prompts is
 one request with B prompts, which the server decodes together in B slots (continuous batching).
 Prefill = a request for 1 new token; decode = a request for N tokens (end-of-sequence ignored)
-minus prefill, as for transformers. The prompt cache is off, so every run prefills.
+minus prefill, as for transformers. The prompt cache is off, so every run prefills. Each row's N
+greedy ids ("tokens") come from one more, untimed request that asks for log-probabilities (the
+completion text alone does not give ids).
 
     pip install xllamacpp==2026.10.11549
 Usage: python llamacpp_generate_bench.py MODEL.gguf PROMPTS.json [--threads 2] [--repeats 2]
@@ -53,9 +55,11 @@ def main():
     server = xlc.Server(p)
     for batch in spec["batches"]:
 
-        def run(k):
+        def run(k, with_tokens=False):
             req = {"prompt": batch if len(batch) > 1 else batch[0], "n_predict": k, "temperature": 0.0,
                    "ignore_eos": True, "cache_prompt": False}
+            if with_tokens:
+                req["logprobs"] = 1  # the generated ids come with their log-probabilities
             t0 = time.perf_counter()
             out = server.handle_completions(req)
             secs = time.perf_counter() - t0
@@ -66,15 +70,19 @@ def main():
                 fail(f"llama.cpp answered {json.dumps(out)[:300]}")
             if any(c.get("finish_reason") != "length" for c in choices):
                 fail(f"llama.cpp stopped before {k} tokens: {json.dumps(choices)[:300]}")
+            if with_tokens:
+                ordered = sorted(choices, key=lambda c: c.get("index", 0))
+                return [[t["id"] for t in (c.get("logprobs") or {}).get("content", [])] for c in ordered]
             return secs
 
         run(2)  # warm-up
         pre = min(run(1) for _ in range(args.repeats))
         full = min(run(n) for _ in range(args.repeats))
+        tokens = run(n, with_tokens=True)  # untimed: each row's greedy ids
         print(json.dumps({"batch": len(batch), "prefill_tokens": sum(len(q) for q in batch),
                           "prefill_secs": pre, "decode_tokens": len(batch) * (n - 1),
                           "decode_secs": max(full - pre, 1e-9),
-                          "engine": f"llama.cpp (xllamacpp {xlc.__version__})"}),
+                          "tokens": tokens, "engine": f"llama.cpp (xllamacpp {xlc.__version__})"}),
               flush=True)
     del server
     os._exit(0)  # the embedded server's threads need not be joined

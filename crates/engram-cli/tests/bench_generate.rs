@@ -62,6 +62,25 @@ fn llama_cpp_is_measured_on_the_same_file_beside_both_matmul_modes() {
         .and_then(|w| w.trim_end_matches('x').parse::<f64>().ok())
         .unwrap();
     assert!((ratio - ours / theirs).abs() < 0.01 + 0.01 * ratio, "{out}");
+    // Greedy agreement: every row of a batch counted against engram exact's tokens and
+    // llama.cpp's (whose ids the script read back from the server).
+    let column = |engine: &str, batch: usize, field: usize| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{batch}  {engine}")))
+            .and_then(|l| l.split_whitespace().nth(field).map(str::to_owned))
+            .unwrap_or_else(|| panic!("{engine} {batch}: {out}"))
+    };
+    for batch in [1, 3] {
+        let of = format!("/{batch}");
+        assert_eq!(
+            column("engram exact", batch, 5),
+            format!("{batch}/{batch}"),
+            "{out}"
+        );
+        assert!(column("engram exact", batch, 6).ends_with(&of), "{out}");
+        assert!(column("engram q8", batch, 6).ends_with(&of), "{out}");
+        assert!(column("llama.cpp", batch, 6).ends_with(&of), "{out}");
+    }
 }
 
 #[test]

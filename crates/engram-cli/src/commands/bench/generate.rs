@@ -245,7 +245,7 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
     set_quantized_product(QuantizedProduct::Exact);
     let mut peers = args.peer.clone();
     peers.dedup();
-    let peers: Vec<(PeerArg, Result<Vec<Figures>>)> = peers
+    let peers: Vec<(PeerArg, Result<Vec<Measured>>)> = peers
         .into_iter()
         .map(|p| {
             let figs = super::peer::generate(
@@ -268,44 +268,88 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
     if !loaded.model.has_quantized_blocks() {
         println!("(no GGUF blocks kept for this model on this device: --matmul changes nothing)");
     }
+    let llama = peers
+        .iter()
+        .find(|(p, _)| *p == PeerArg::LlamaCpp)
+        .and_then(|(_, f)| f.as_ref().ok());
     println!(
-        "{:>5}  {:<13} {:>14} {:>14}  {:>8} {:>8}  greedy = exact",
-        "batch", "engine", "prefill tok/s", "decode tok/s", "prefill×", "decode×"
+        "{:>5}  {:<13} {:>14} {:>14}  {:>8} {:>8}  {:>7}  {:>9}",
+        "batch",
+        "engine",
+        "prefill tok/s",
+        "decode tok/s",
+        "prefill×",
+        "decode×",
+        "= exact",
+        "= llama.cpp"
     );
     let exact = runs.iter().find(|(m, _)| *m == MatmulArg::Exact);
+    // Rows whose answers agree: greedy tokens compared up to the first end-of-turn or eos token
+    // either side produced (the peers are asked to run on past it, and llama.cpp's
+    // `ignore_eos` and transformers' `min_new_tokens` forbid it, so a peer's token there is its
+    // second choice), `-` without a reference.
+    let stops = tok.stop_ids(&loaded.model.config.eos_token_ids);
+    let same_answer = |a: &[u32], b: &[u32]| {
+        let end = |row: &[u32]| {
+            row.iter()
+                .position(|t| stops.contains(t))
+                .unwrap_or(row.len())
+        };
+        let n = end(a).min(end(b));
+        a.len() >= n && b.len() >= n && a[..n] == b[..n]
+    };
+    let agree = |tokens: &[Vec<u32>], reference: Option<&[Vec<u32>]>| match reference {
+        Some(r) if !r.is_empty() => format!(
+            "{}/{}",
+            tokens
+                .iter()
+                .zip(r)
+                .filter(|(a, b)| same_answer(a, b))
+                .count(),
+            tokens.len()
+        ),
+        _ => "-".into(),
+    };
     for (i, &b) in args.batch.iter().enumerate() {
+        let exact_tokens = exact.map(|(_, e)| &e[i].1[..]);
+        let llama_tokens = llama.and_then(|l| l.get(i)).map(|m| &m.1[..]);
         for (mode, ours) in &runs {
             let (f, tokens) = &ours[i];
-            let same = match exact {
-                Some((_, e)) => format!(
-                    "{}/{b}",
-                    tokens.iter().zip(&e[i].1).filter(|(a, b)| a == b).count()
-                ),
-                None => "-".into(),
-            };
             let name = format!("engram {}", mode.name());
             println!(
-                "{b:>5}  {name:<13} {:>14.1} {:>14.1}  {:>8} {:>8}  {same}",
+                "{b:>5}  {name:<13} {:>14.1} {:>14.1}  {:>8} {:>8}  {:>7}  {:>9}",
                 f.prefill_tps(),
                 f.decode_tps(),
                 "",
-                ""
+                "",
+                agree(tokens, exact_tokens),
+                agree(tokens, llama_tokens)
             );
         }
         let ours = &runs[0].1[i].0;
         for (peer, figs) in &peers {
-            if let Some(p) = figs.as_ref().ok().and_then(|f| f.get(i)) {
+            if let Some((p, tokens)) = figs.as_ref().ok().and_then(|f| f.get(i)) {
                 println!(
-                    "{b:>5}  {:<13} {:>14.1} {:>14.1}  {:>7.2}x {:>7.2}x",
+                    "{b:>5}  {:<13} {:>14.1} {:>14.1}  {:>7.2}x {:>7.2}x  {:>7}  {:>9}",
                     peer.name(),
                     p.prefill_tps(),
                     p.decode_tps(),
                     ours.prefill_tps() / p.prefill_tps(),
-                    ours.decode_tps() / p.decode_tps()
+                    ours.decode_tps() / p.decode_tps(),
+                    agree(tokens, exact_tokens),
+                    match peer {
+                        PeerArg::LlamaCpp => "-".into(),
+                        _ => agree(tokens, llama_tokens),
+                    }
                 );
             }
         }
     }
+    println!(
+        "(= exact, = llama.cpp: rows whose {} greedy tokens, up to the first end-of-turn token either \
+         side produced, equal engram exact's, llama.cpp's)",
+        args.new_tokens
+    );
     println!(
         "(× = engram {} / the peer; the peers ran with {} threads, engram with rayon's {})",
         runs[0].0.name(),
@@ -320,8 +364,8 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// One batch's best figures and greedy tokens.
-type Measured = (Figures, Vec<Vec<u32>>);
+/// One batch's best figures and each row's greedy tokens.
+pub type Measured = (Figures, Vec<Vec<u32>>);
 
 /// The best of `--repeats` timed runs of `prompts` (after a short warm-up), with the greedy
 /// tokens of the last.

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use super::generate::{Figures, PeerArg};
+use super::generate::{Figures, Measured, PeerArg};
 
 /// The script that measures `peer`.
 fn generate_script(peer: PeerArg) -> std::path::PathBuf {
@@ -29,8 +29,8 @@ fn gguf_path(origin: &str) -> &str {
         .unwrap_or(origin)
 }
 
-/// A peer's prefill and decode figures for each batch of prompts, on the same GGUF file, run
-/// with `python` (`none`: skipped).
+/// A peer's prefill and decode figures and greedy tokens for each batch of prompts, on the same
+/// GGUF file, run with `python` (`none`: skipped).
 pub fn generate(
     peer: PeerArg,
     python: &str,
@@ -39,7 +39,7 @@ pub fn generate(
     new_tokens: usize,
     threads: usize,
     repeats: usize,
-) -> Result<Vec<Figures>> {
+) -> Result<Vec<Measured>> {
     if python == "none" {
         bail!("skipped (--peer-python none)");
     }
@@ -78,12 +78,16 @@ pub fn generate(
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
-        figs.push(Figures {
-            prefill_tokens: v["prefill_tokens"].as_u64().unwrap_or(0) as usize,
-            prefill_secs: v["prefill_secs"].as_f64().unwrap_or(f64::NAN),
-            decode_tokens: v["decode_tokens"].as_u64().unwrap_or(0) as usize,
-            decode_secs: v["decode_secs"].as_f64().unwrap_or(f64::NAN),
-        });
+        let tokens: Vec<Vec<u32>> = serde_json::from_value(v["tokens"].clone()).unwrap_or_default();
+        figs.push((
+            Figures {
+                prefill_tokens: v["prefill_tokens"].as_u64().unwrap_or(0) as usize,
+                prefill_secs: v["prefill_secs"].as_f64().unwrap_or(f64::NAN),
+                decode_tokens: v["decode_tokens"].as_u64().unwrap_or(0) as usize,
+                decode_secs: v["decode_secs"].as_f64().unwrap_or(f64::NAN),
+            },
+            tokens,
+        ));
     }
     Ok(figs)
 }
