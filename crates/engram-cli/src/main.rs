@@ -72,22 +72,7 @@ fn main() {
         if let Some(signals::ExitStatus(code)) = e.downcast_ref() {
             std::process::exit(*code);
         }
-        eprintln!("error: {}", describe(&e));
+        eprintln!("error: {}", engram_io::error_text(e.as_ref()));
         std::process::exit(1);
     }
-}
-
-/// An error and its causes on one line, `outer: cause: …`, without repeating a cause that the
-/// message before it already ends with (library errors such as `FactsError::Io` print their
-/// source in their own message, which `{e:#}` would print a second time).
-fn describe(e: &anyhow::Error) -> String {
-    let mut out = e.to_string();
-    for cause in e.chain().skip(1) {
-        let text = cause.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-    }
-    out
 }

@@ -4,15 +4,18 @@
 //! a half-written file under its final name (every record, adapter, checkpoint and rendered
 //! table goes through it); [`progress`] is the interface through which libraries say what they
 //! are doing — the `engram` binary turns it into progress bars and log lines, tests pass
-//! [`progress::Quiet`]; [`host`] names the machine in files other processes read; [`stop`] carries a signal's request
+//! [`progress::Quiet`]; [`host`] names the machine in files other processes read; [`error_text`] writes an error
+//! and its causes on one line, each once; [`stop`] carries a signal's request
 //! to stop into long work, which ends at its next safe point. No library below the binary prints.
 
 pub mod atomic;
+pub mod error_text;
 pub mod host;
 pub mod progress;
 pub mod stop;
 
 pub use atomic::{AtomicError, replace_dir, sibling, unique_sibling, write_file, write_jsonl};
+pub use error_text::error_text;
 pub use host::hostname;
 pub use progress::{Progress, Quiet};
 pub use stop::Stop;

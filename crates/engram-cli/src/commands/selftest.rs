@@ -219,7 +219,7 @@ fn failed(name: &str, e: anyhow::Error, seconds: f64) -> Check {
     Check {
         name: name.into(),
         passed: false,
-        figure: format!("error: {e:#}"),
+        figure: format!("error: {}", engram_io::error_text(e.as_ref())),
         value: f64::NAN,
         seconds,
     }

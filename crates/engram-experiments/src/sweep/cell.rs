@@ -50,10 +50,12 @@ impl Runner<'_> {
             Ok(record) => CellOutcome::Record(Box::new(record)),
             // A failure while stopping is most likely the stop itself; either way the cell
             // runs again next time, as a failed one would.
-            Err(e) if self.stop.requested().is_some() => CellOutcome::Stopped(format!("{e:#}")),
+            Err(e) if self.stop.requested().is_some() => {
+                CellOutcome::Stopped(engram_io::error_text(e.as_ref()))
+            }
             Err(e) => CellOutcome::Record(Box::new(self.failed_record(
                 plan,
-                format!("{e:#}"),
+                engram_io::error_text(e.as_ref()),
                 t0.elapsed().as_secs_f64(),
             ))),
         }

@@ -358,7 +358,11 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
     );
     for (peer, figs) in &peers {
         if let Err(e) = figs {
-            println!("{} not measured: {e:#}", peer.name());
+            println!(
+                "{} not measured: {}",
+                peer.name(),
+                engram_io::error_text(e.as_ref())
+            );
         }
     }
     Ok(())

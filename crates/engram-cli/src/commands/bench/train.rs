@@ -245,8 +245,15 @@ pub fn run(a: TrainBenchArgs) -> Result<()> {
                 p.peak_rss_mb
             ),
             Err(e) => println!(
-                "{rank:>5}  {:>11.1} {:>11} {:>7}  {:>9.1} {:>9}  {:>10.0} {:>10}   (peer: {e:#})",
-                ours.tokens_per_s, "-", "-", ours.epoch_secs, "-", ours.peak_rss_mb, "-"
+                "{rank:>5}  {:>11.1} {:>11} {:>7}  {:>9.1} {:>9}  {:>10.0} {:>10}   (peer: {})",
+                ours.tokens_per_s,
+                "-",
+                "-",
+                ours.epoch_secs,
+                "-",
+                ours.peak_rss_mb,
+                "-",
+                engram_io::error_text(e.as_ref())
             ),
         }
     }
