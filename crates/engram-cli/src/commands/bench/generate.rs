@@ -296,7 +296,7 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
                 .unwrap_or(row.len())
         };
         let n = end(a).min(end(b));
-        a.len() >= n && b.len() >= n && a[..n] == b[..n]
+        a[..n] == b[..n]
     };
     let agree = |tokens: &[Vec<u32>], reference: Option<&[Vec<u32>]>| match reference {
         Some(r) if !r.is_empty() => format!(
