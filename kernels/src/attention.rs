@@ -19,8 +19,9 @@ use rayon::prelude::*;
 /// Lanes of the dot products.
 const LANES: usize = 8;
 /// Multiply-adds below which [`KvBuffer::attend`] runs on the calling thread (as
-/// `matmul_nt`'s threshold: waking rayon's threads costs more than a small attention).
-const PARALLEL_MIN_MACS: usize = 1 << 20;
+/// `matmul_nt`'s threshold: below it, handing heads to rayon's other threads costs more than
+/// it saves).
+const PARALLEL_MIN_MACS: usize = 1 << 16;
 
 /// One layer's cached keys and values, `[batch, kv_heads, capacity, head_dim]` f32 each; the
 /// first [`KvBuffer::len`] slots of every row are filled.

@@ -38,11 +38,15 @@ const MR: usize = 4;
 const NR: usize = 3;
 /// Lanes per accumulator.
 const LANES: usize = 8;
-/// Multiply-adds below which the product runs on the calling thread. Waking rayon's other
-/// threads costs tens of microseconds on a small VM, more than splitting a decode step's
-/// attention projections saves: with the kernels built without debug assertions, SmolLM2's Q8
-/// decode at batch 1 on 2 threads ran 45–63 tok/s at 2¹⁸, 64–83 at 2²⁰ (noisy 2-vCPU VM).
-const PARALLEL_MIN_MACS: usize = 1 << 20;
+/// Multiply-adds below which the product runs on the calling thread. What a split costs
+/// depends on where it is called from: from a thread outside rayon's pool the caller sleeps
+/// while the pool's threads are woken (tens of microseconds on a small VM, so 2²⁰ measured best
+/// there: SmolLM2's Q8 decode at batch 1, 2 threads, 64–83 tok/s vs 45–63 at 2¹⁸); from a
+/// thread of the pool, as the `engram` binary runs every command, the caller works on its half
+/// while the other is stolen. There, at 2¹⁶ (every projection of a SmolLM2 decode step split,
+/// k and v at 110 k multiply-adds the smallest), batch-1 decode measured 118–120 tok/s Q8 and
+/// 71–75 exact against 88–89 and 47 at 2²⁰ (same machine, same run).
+const PARALLEL_MIN_MACS: usize = 1 << 16;
 /// Column chunks per thread of a parallel product (work stealing evens out the rest).
 const CHUNKS_PER_THREAD: usize = 2;
 
