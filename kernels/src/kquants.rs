@@ -57,15 +57,20 @@ pub(crate) fn q5<const MIN: bool>(blocks: &[u8], out: &mut [f32]) {
 /// Scale and minimum of sub-block `j` (0..8) from Q4_K/Q5_K's 12 packed bytes (llama.cpp's
 /// `get_scale_min_k4`): 6 bits each, the first four in the low bits of bytes 0..8, the last
 /// four split over bytes 8..12 and the top bits of bytes 0..8.
-fn scale_min(s: &[u8], j: usize) -> (f32, f32) {
-    let (sc, m) = if j < 4 {
+pub(crate) fn scale_min_bits(s: &[u8], j: usize) -> (u8, u8) {
+    if j < 4 {
         (s[j] & 63, s[j + 4] & 63)
     } else {
         (
             (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4),
             (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
         )
-    };
+    }
+}
+
+/// [`scale_min_bits`] as f32.
+fn scale_min(s: &[u8], j: usize) -> (f32, f32) {
+    let (sc, m) = scale_min_bits(s, j);
     (sc as f32, m as f32)
 }
 

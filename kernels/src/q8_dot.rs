@@ -5,7 +5,14 @@
 //! activations — and f32 only at each block's scale:
 //!
 //! - Q4_0 (`w = (q - 8)·d`) and Q8_0 (`w = q·d`): `Σ w·x ≈ d_w·d_x · Σ q_w·q_x`;
-//! - Q4_1 (`w = q·d + m`): `d_w·d_x · Σ q_w·q_x + m · (d_x · Σ q_x)`.
+//! - Q4_1 (`w = q·d + m`): `d_w·d_x · Σ q_w·q_x + m · (d_x · Σ q_x)`;
+//! - the K-quants Q4_K (`w = (d·sc)·q - dmin·m`, a 6-bit `sc` and `m` per 32 values) and Q6_K
+//!   (`w = (d·sc)·(q - 32)`, an 8-bit `sc` per 16 values), each activation block of 32 meeting
+//!   one sub-block (Q4_K) or two (Q6_K): `d·d_x · Σ sc·q_w·q_x`, the sub-block scales applied
+//!   to the integer sums (as llama.cpp's `vec_dot_q4_K_q8_K` does), and for Q4_K
+//!   `- (dmin·m) · (d_x · Σ q_x)`. llama.cpp quantizes the activations of these to Q8_K
+//!   (one scale per 256 values); here they keep the 32-value blocks of the other formats, one
+//!   scale per 32, so one quantized row serves every projection.
 //!
 //! This is an approximation of the f32 product (the activations lose precision to 8 bits per
 //! block), which [`crate::matmul_nt_quantized`] computes exactly; the callers decide which one
@@ -14,8 +21,9 @@
 //! Each block's 32 products are summed in 8 integer lanes of 4 (what AVX2's `maddubs` +
 //! `madd` give); each lane is converted to f32, multiplied by the block's scale and added to
 //! its lane's f32 accumulator (a multiply then an add, never fused), and the 8 lanes are summed
-//! in a fixed order at the end, after which the Q4_1 minimum terms (summed block by block)
-//! are added. The AVX2 path and the portable path do exactly these operations, so their
+//! in a fixed order at the end, after which the Q4_1 and Q4_K minimum terms (summed block by
+//! block) are added. (For the K-quants each lane's integer sum is first multiplied by its
+//! sub-block scale.) The AVX2 path and the portable path do exactly these operations, so their
 //! results are bit-identical (the tests check it).
 
 use crate::blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix, f16_at};
@@ -101,8 +109,8 @@ fn portable_quantize(x: &[f32], d: &mut [f32], s: &mut [f32], q: &mut [i8]) {
 }
 
 /// `x[m, k] · w[n, k]ᵀ` through Q8 activations (see the module docs), as a row-major `[m, n]`
-/// vector. Formats without a Q8 dot product here ([`BlockFormat::has_q8_dot`]: the 5-bit and
-/// K-quant formats) are multiplied exactly by [`crate::matmul_nt_quantized`] instead.
+/// vector. Formats without a Q8 dot product here ([`BlockFormat::has_q8_dot`]: the 5-bit
+/// formats Q5_0, Q5_1, Q5_K) are multiplied exactly by [`crate::matmul_nt_quantized`] instead.
 ///
 /// # Panics
 /// If `x` does not hold `m · w.cols()` values.
@@ -158,41 +166,96 @@ fn lane_sum(l: &[f32; LANES]) -> f32 {
     ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
 }
 
-/// A weight block's 32 values as integers: signed (Q4_0 as `q - 8`, Q8_0) or unsigned
-/// (Q4_1's nibbles).
-fn block_values(format: BlockFormat, b: &[u8]) -> [i32; BLOCK_ELEMS] {
+/// The 32 weights that meet activation block `b` of a row, as integers with their scales.
+struct SubBlock {
+    /// The values: signed (Q4_0 as `q - 8`, Q8_0, Q6_K as `q - 32`) or unsigned (Q4_1's and
+    /// Q4_K's nibbles).
+    v: [i32; BLOCK_ELEMS],
+    /// Each lane's integer scale (its 4 products' sum is multiplied by it): 1 for the 32-value
+    /// formats, the 6-bit sub-block scale for Q4_K, the 8-bit scale of each half for Q6_K.
+    lane_scale: [i32; LANES],
+    /// The float scale of the block or super-block (`d`).
+    d: f32,
+    /// What multiplies the activation block's `d · Σ q`: Q4_1's `m`, Q4_K's `-dmin · m`.
+    min: Option<f32>,
+}
+
+/// Sub-block `b` (of 32 weights) of the row `wrow`: for the 32-value formats block `b`; for
+/// the 256-value K-quants sub-block `b % 8` of super-block `b / 8`, laid out as
+/// [`crate::kquants`] documents.
+fn sub_block(format: BlockFormat, wrow: &[u8], b: usize) -> SubBlock {
     let mut v = [0i32; BLOCK_ELEMS];
-    match format {
+    let mut lane_scale = [1i32; LANES];
+    let (d, min) = match format {
         BlockFormat::Q4_0 | BlockFormat::Q4_1 => {
+            let blk = &wrow[b * format.block_bytes()..];
             let (off, bias) = match format {
                 BlockFormat::Q4_0 => (2, 8),
                 _ => (4, 0),
             };
-            for (j, q) in b[off..off + 16].iter().enumerate() {
+            for (j, q) in blk[off..off + 16].iter().enumerate() {
                 v[j] = (q & 0x0F) as i32 - bias;
                 v[16 + j] = (q >> 4) as i32 - bias;
             }
+            let min = (format == BlockFormat::Q4_1).then(|| f16_at(blk, 2));
+            (f16_at(blk, 0), min)
         }
         BlockFormat::Q8_0 => {
-            for (j, &q) in b[2..34].iter().enumerate() {
+            let blk = &wrow[b * format.block_bytes()..];
+            for (j, &q) in blk[2..34].iter().enumerate() {
                 v[j] = (q as i8) as i32;
             }
+            (f16_at(blk, 0), None)
+        }
+        BlockFormat::Q4_K => {
+            let (blk, j) = (&wrow[b / 8 * format.block_bytes()..], b % 8);
+            let (sc, m) = crate::kquants::scale_min_bits(&blk[4..16], j);
+            let qs = &blk[16 + 32 * (j / 2)..][..32];
+            for (l, q) in qs.iter().enumerate() {
+                v[l] = if j.is_multiple_of(2) {
+                    q & 0x0F
+                } else {
+                    q >> 4
+                } as i32;
+            }
+            lane_scale = [sc as i32; LANES];
+            // w = (d·sc)·q - dmin·m: the minimum's term is subtracted.
+            (f16_at(blk, 0), Some(-(f16_at(blk, 2) * m as f32)))
+        }
+        BlockFormat::Q6_K => {
+            let (blk, j) = (&wrow[b / 8 * format.block_bytes()..], b % 8);
+            let (half, k) = (j / 4, j % 4);
+            let ql = &blk[64 * half + 32 * (k % 2)..][..32];
+            let qh = &blk[128 + 32 * half..][..32];
+            for l in 0..32 {
+                let nibble = if k < 2 { ql[l] & 0x0F } else { ql[l] >> 4 };
+                let high = (qh[l] >> (2 * k)) & 3;
+                v[l] = (nibble | (high << 4)) as i32 - 32;
+            }
+            let sc = &blk[192 + 8 * half + 2 * k..][..2];
+            for (l, s) in lane_scale.iter_mut().enumerate() {
+                *s = sc[l / 4] as i8 as i32;
+            }
+            (f16_at(blk, 208), None)
         }
         other => unreachable!("{other:?} has no Q8 dot product (matmul_nt_q8 checks)"),
+    };
+    SubBlock {
+        v,
+        lane_scale,
+        d,
+        min,
     }
-    v
 }
 
 /// The reference of the AVX2 path: the same sums in the same order.
 fn portable_dot_rows(format: BlockFormat, wrow: &[u8], x: &Q8Rows, r0: usize, out: &mut [f32]) {
-    let bb = format.block_bytes();
     let nb = x.blocks;
     let mut acc = [[0.0f32; LANES]; ROWS];
     let mut mins = [0.0f32; ROWS];
     let rows = out.len();
-    for (b, block) in wrow.chunks_exact(bb).enumerate() {
-        let dw = f16_at(block, 0);
-        let wv = block_values(format, block);
+    for b in 0..nb {
+        let w = sub_block(format, wrow, b);
         for (r, (a, mn)) in acc[..rows]
             .iter_mut()
             .zip(mins[..rows].iter_mut())
@@ -200,13 +263,13 @@ fn portable_dot_rows(format: BlockFormat, wrow: &[u8], x: &Q8Rows, r0: usize, ou
         {
             let i = (r0 + r) * nb + b;
             let xq = &x.q[i * BLOCK_ELEMS..(i + 1) * BLOCK_ELEMS];
-            let scale = dw * x.d[i];
+            let scale = w.d * x.d[i];
             for (l, lane) in a.iter_mut().enumerate() {
-                let sum: i32 = (0..4).map(|t| wv[4 * l + t] * xq[4 * l + t] as i32).sum();
-                *lane += sum as f32 * scale;
+                let sum: i32 = (0..4).map(|t| w.v[4 * l + t] * xq[4 * l + t] as i32).sum();
+                *lane += (sum * w.lane_scale[l]) as f32 * scale;
             }
-            if format == BlockFormat::Q4_1 {
-                *mn += f16_at(block, 2) * x.s[i];
+            if let Some(m) = w.min {
+                *mn += m * x.s[i];
             }
         }
     }
@@ -228,6 +291,8 @@ mod avx2 {
     const Q4_0: u8 = 0;
     const Q4_1: u8 = 1;
     const Q8_0: u8 = 2;
+    const Q4_K: u8 = 3;
+    const Q6_K: u8 = 4;
     /// Activation rows whose accumulators stay in registers together.
     const GROUP: usize = 4;
 
@@ -236,6 +301,8 @@ mod avx2 {
         match KIND {
             Q4_0 => BlockFormat::Q4_0,
             Q4_1 => BlockFormat::Q4_1,
+            Q4_K => BlockFormat::Q4_K,
+            Q6_K => BlockFormat::Q6_K,
             _ => BlockFormat::Q8_0,
         }
     }
@@ -324,6 +391,113 @@ mod avx2 {
         }
     }
 
+    /// Sub-block `j` (0..8) of the K-quant super-block at `blk` as [`super::sub_block`]
+    /// reads it: its 32 values as bytes (Q4_K's nibbles unsigned, Q6_K's `q - 32` signed),
+    /// each product pair's integer scale (16 lanes of i16), and the minimum's factor.
+    ///
+    /// # Safety
+    /// AVX2 present; `blk` points to one whole super-block of `KIND`.
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    unsafe fn k_sub<const KIND: u8>(blk: *const u8, j: usize) -> (__m256i, __m256i, f32) {
+        // SAFETY: one whole super-block at blk.
+        unsafe {
+            let low = _mm256_set1_epi8(0x0F);
+            if KIND == Q4_K {
+                let s = std::slice::from_raw_parts(blk.add(4), 12);
+                let (sc, m) = crate::kquants::scale_min_bits(s, j);
+                let q = _mm256_loadu_si256(blk.add(16 + 32 * (j / 2)) as *const __m256i);
+                let q = if j.is_multiple_of(2) {
+                    _mm256_and_si256(q, low)
+                } else {
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), low)
+                };
+                let min = -(f16(blk.add(2)) * m as f32);
+                return (q, _mm256_set1_epi16(sc as i16), min);
+            }
+            let (half, k) = (j / 4, j % 4);
+            let ql = _mm256_loadu_si256(blk.add(64 * half + 32 * (k % 2)) as *const __m256i);
+            let nibble = if k < 2 {
+                _mm256_and_si256(ql, low)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql), low)
+            };
+            let qh = _mm256_loadu_si256(blk.add(128 + 32 * half) as *const __m256i);
+            let shift = _mm_cvtsi32_si128(2 * k as i32);
+            let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), _mm256_set1_epi8(3));
+            let q = _mm256_or_si256(nibble, _mm256_slli_epi16::<4>(high));
+            let q = _mm256_sub_epi8(q, _mm256_set1_epi8(32));
+            let sc = blk.add(192 + 8 * half + 2 * k);
+            let scales = _mm256_set_m128i(
+                _mm_set1_epi16(*sc.add(1) as i8 as i16),
+                _mm_set1_epi16(*sc as i8 as i16),
+            );
+            (q, scales, 0.0)
+        }
+    }
+
+    /// As [`group`] for the K-quants: per sub-block of 32 the integer products summed in 8
+    /// lanes of 4 and multiplied by their sub-block scale (`madd` with the scales), then as
+    /// the 32-value formats; Q4_K's minimum terms summed beside.
+    ///
+    /// # Safety
+    /// As [`group`], `wrow` of `KIND` super-blocks.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn group_k<const KIND: u8, const R: usize>(
+        wrow: &[u8],
+        x: &Q8Rows,
+        r0: usize,
+        out: &mut [f32],
+    ) {
+        let bb = format::<KIND>().block_bytes();
+        let nb = x.blocks;
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut mins = [0.0f32; R];
+        let (xq, xd, xs) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
+        for sb in 0..nb / 8 {
+            // SAFETY: super-block sb of the row, and its 8 blocks in rows r0..r0 + R of x.
+            unsafe {
+                let blk = wrow.as_ptr().add(sb * bb);
+                let d = if KIND == Q4_K {
+                    f16(blk)
+                } else {
+                    f16(blk.add(208))
+                };
+                for j in 0..8 {
+                    let (wv, scales, min) = k_sub::<KIND>(blk, j);
+                    let wabs = if KIND == Q4_K {
+                        wv
+                    } else {
+                        _mm256_sign_epi8(wv, wv)
+                    };
+                    let b = sb * 8 + j;
+                    for r in 0..R {
+                        let i = (r0 + r) * nb + b;
+                        let xv = _mm256_loadu_si256(xq.add(i * BLOCK_ELEMS) as *const __m256i);
+                        let xv = if KIND == Q4_K {
+                            xv
+                        } else {
+                            _mm256_sign_epi8(xv, wv)
+                        };
+                        let pairs = _mm256_maddubs_epi16(wabs, xv);
+                        let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, scales));
+                        let scale = _mm256_set1_ps(d * *xd.add(i));
+                        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(lanes, scale));
+                        if KIND == Q4_K {
+                            mins[r] += min * *xs.add(i);
+                        }
+                    }
+                }
+            }
+        }
+        for r in 0..R {
+            let mut l = [0.0f32; LANES];
+            // SAFETY: l holds 8 floats.
+            unsafe { _mm256_storeu_ps(l.as_mut_ptr(), acc[r]) };
+            out[r] = lane_sum(&l) + mins[r];
+        }
+    }
+
     /// [`group`] over `out.len()` rows, [`GROUP`] at a time.
     ///
     /// # Safety
@@ -334,11 +508,15 @@ mod avx2 {
             let r = r0 + g * GROUP;
             // SAFETY: forwarded, `o.len()` rows from `r`.
             unsafe {
-                match o.len() {
-                    1 => group::<KIND, 1>(wrow, x, r, o),
-                    2 => group::<KIND, 2>(wrow, x, r, o),
-                    3 => group::<KIND, 3>(wrow, x, r, o),
-                    _ => group::<KIND, GROUP>(wrow, x, r, o),
+                match (KIND >= Q4_K, o.len()) {
+                    (false, 1) => group::<KIND, 1>(wrow, x, r, o),
+                    (false, 2) => group::<KIND, 2>(wrow, x, r, o),
+                    (false, 3) => group::<KIND, 3>(wrow, x, r, o),
+                    (false, _) => group::<KIND, GROUP>(wrow, x, r, o),
+                    (true, 1) => group_k::<KIND, 1>(wrow, x, r, o),
+                    (true, 2) => group_k::<KIND, 2>(wrow, x, r, o),
+                    (true, 3) => group_k::<KIND, 3>(wrow, x, r, o),
+                    (true, _) => group_k::<KIND, GROUP>(wrow, x, r, o),
                 }
             }
         }
@@ -416,6 +594,8 @@ mod avx2 {
                 BlockFormat::Q4_0 => columns_of::<Q4_0>(w, x, c0, c1, y),
                 BlockFormat::Q4_1 => columns_of::<Q4_1>(w, x, c0, c1, y),
                 BlockFormat::Q8_0 => columns_of::<Q8_0>(w, x, c0, c1, y),
+                BlockFormat::Q4_K => columns_of::<Q4_K>(w, x, c0, c1, y),
+                BlockFormat::Q6_K => columns_of::<Q6_K>(w, x, c0, c1, y),
                 other => unreachable!("{other:?} has no Q8 dot product (matmul_nt_q8 checks)"),
             }
         }
@@ -473,34 +653,40 @@ mod tests {
             .collect()
     }
 
-    /// A random `[n, k]` matrix of `format` blocks (scales as f16, values anywhere in range).
+    /// A random `[n, k]` matrix of `format` blocks: random bytes, then each f16 field a
+    /// small scale (positive for `d`, either sign for a minimum).
     fn matrix(format: BlockFormat, n: usize, k: usize, seed: u64) -> QuantizedMatrix {
         let bb = format.block_bytes();
-        let blocks = n * k / BLOCK_ELEMS;
+        let blocks = n * k / format.block_elems();
         let bytes = values(blocks * bb, seed, 1.0);
         let scales = values(blocks * 2, seed + 1, 0.02);
-        let mut data = Vec::with_capacity(blocks * bb);
-        for b in 0..blocks {
-            data.extend(
-                half::f16::from_f32(scales[2 * b].abs() + 1e-3)
-                    .to_bits()
-                    .to_le_bytes(),
-            );
-            let mut rest = 2;
-            if format == BlockFormat::Q4_1 {
-                data.extend(
-                    half::f16::from_f32(scales[2 * b + 1])
-                        .to_bits()
-                        .to_le_bytes(),
-                );
-                rest = 4;
-            }
-            for j in rest..bb {
-                data.push(((bytes[b * bb + j] + 1.0) * 127.9) as u8);
+        let mut data: Vec<u8> = bytes.iter().map(|v| ((v + 1.0) * 127.9) as u8).collect();
+        for (b, blk) in data.chunks_exact_mut(bb).enumerate() {
+            for (j, &at) in format.f16_fields().iter().enumerate() {
+                let v = if j == 0 {
+                    scales[2 * b].abs() + 1e-3
+                } else {
+                    scales[2 * b + 1]
+                };
+                let v = if format.block_elems() > BLOCK_ELEMS {
+                    v / 16.0 // K-quants: times 6- or 8-bit sub-block scales
+                } else {
+                    v
+                };
+                blk[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes());
             }
         }
         QuantizedMatrix::new(format, n, k, data).unwrap()
     }
+
+    /// The formats with a Q8 dot product.
+    const Q8_FORMATS: [BlockFormat; 5] = [
+        BlockFormat::Q4_0,
+        BlockFormat::Q4_1,
+        BlockFormat::Q8_0,
+        BlockFormat::Q4_K,
+        BlockFormat::Q6_K,
+    ];
 
     #[test]
     fn quantized_rows_follow_ggml() {
@@ -541,7 +727,7 @@ mod tests {
         }
         // Rows 1, 2, 3, 4 + 1 and 4 + 3: every register group the AVX2 path runs; from
         // column 0 and from column 2.
-        for (format, m) in [BlockFormat::Q4_0, BlockFormat::Q4_1, BlockFormat::Q8_0]
+        for (format, m) in Q8_FORMATS
             .into_iter()
             .flat_map(|f| [1, 2, 3, 5, 7].map(|m| (f, m)))
         {
@@ -592,8 +778,8 @@ mod tests {
     fn close_to_the_exact_product() {
         // Q8 activations carry ~1/254 of each block's largest value as rounding error: the
         // products stay within 1 % of the output scale (llama.cpp makes the same trade).
-        for format in [BlockFormat::Q4_0, BlockFormat::Q4_1, BlockFormat::Q8_0] {
-            let (m, k, n) = (3, 576, 40);
+        for format in Q8_FORMATS {
+            let (m, k, n) = (3, 768, 40);
             let w = matrix(format, n, k, 11);
             let x = values(m * k, 5, 1.5);
             let exact = matmul_nt_quantized(&x, &w, m);

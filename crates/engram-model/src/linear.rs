@@ -19,7 +19,7 @@ pub struct Linear {
     pub bias: Option<Param<Tensor<1>>>,
     /// Optional low-rank adapter.
     pub lora: Option<LoraAdapter>,
-    /// The weight as the checkpoint stored it in quantized blocks (GGUF Q4_0, Q4_1, Q8_0),
+    /// The weight as the checkpoint stored it in quantized blocks (a GGUF block format),
     /// `[out, in]`, kept beside the f32 weight on the CPU device: inference products with few
     /// rows read it through [`crate::cpu_matmul`]'s kernel. It holds exactly the f32 weight's
     /// values (the f32 weight is its dequantization); whatever changes the weight drops it.
