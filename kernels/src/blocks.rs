@@ -90,20 +90,6 @@ impl BlockFormat {
         }
     }
 
-    /// Whether [`crate::matmul_nt_q8`] multiplies by this format (Q4_0, Q4_1, Q8_0, Q4_K,
-    /// Q6_K); the others (Q5_0, Q5_1, Q5_K) are multiplied exactly
-    /// ([`crate::matmul_nt_quantized`]).
-    pub fn has_q8_dot(self) -> bool {
-        matches!(
-            self,
-            BlockFormat::Q4_0
-                | BlockFormat::Q4_1
-                | BlockFormat::Q8_0
-                | BlockFormat::Q4_K
-                | BlockFormat::Q6_K
-        )
-    }
-
     /// Dequantizes whole blocks into `out` ([`Self::block_elems`] values per block).
     ///
     /// # Panics

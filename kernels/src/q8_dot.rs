@@ -4,15 +4,16 @@
 //! with the weight blocks — no float conversion per weight, a quarter of the bytes of f32
 //! activations — and f32 only at each block's scale:
 //!
-//! - Q4_0 (`w = (q - 8)·d`) and Q8_0 (`w = q·d`): `Σ w·x ≈ d_w·d_x · Σ q_w·q_x`;
-//! - Q4_1 (`w = q·d + m`): `d_w·d_x · Σ q_w·q_x + m · (d_x · Σ q_x)`;
-//! - the K-quants Q4_K (`w = (d·sc)·q - dmin·m`, a 6-bit `sc` and `m` per 32 values) and Q6_K
-//!   (`w = (d·sc)·(q - 32)`, an 8-bit `sc` per 16 values), each activation block of 32 meeting
-//!   one sub-block (Q4_K) or two (Q6_K): `d·d_x · Σ sc·q_w·q_x`, the sub-block scales applied
-//!   to the integer sums (as llama.cpp's `vec_dot_q4_K_q8_K` does), and for Q4_K
-//!   `- (dmin·m) · (d_x · Σ q_x)`. llama.cpp quantizes the activations of these to Q8_K
-//!   (one scale per 256 values); here they keep the 32-value blocks of the other formats, one
-//!   scale per 32, so one quantized row serves every projection.
+//! - Q4_0 (`w = (q - 8)·d`), Q5_0 (`w = (q - 16)·d`) and Q8_0 (`w = q·d`):
+//!   `Σ w·x ≈ d_w·d_x · Σ q_w·q_x`;
+//! - Q4_1 and Q5_1 (`w = q·d + m`): `d_w·d_x · Σ q_w·q_x + m · (d_x · Σ q_x)`;
+//! - the K-quants Q4_K and Q5_K (`w = (d·sc)·q - dmin·m`, a 6-bit `sc` and `m` per 32
+//!   values) and Q6_K (`w = (d·sc)·(q - 32)`, an 8-bit `sc` per 16 values), each activation
+//!   block of 32 meeting one sub-block (Q4_K, Q5_K) or two (Q6_K): `d·d_x · Σ sc·q_w·q_x`, the
+//!   sub-block scales applied to the integer sums (as llama.cpp's `vec_dot_q4_K_q8_K` does),
+//!   and for Q4_K and Q5_K `- (dmin·m) · (d_x · Σ q_x)`. llama.cpp quantizes the activations
+//!   of these to Q8_K (one scale per 256 values); here they keep the 32-value blocks of the
+//!   other formats, one scale per 32, so one quantized row serves every projection.
 //!
 //! This is an approximation of the f32 product (the activations lose precision to 8 bits per
 //! block), which [`crate::matmul_nt_quantized`] computes exactly; the callers decide which one
@@ -21,9 +22,9 @@
 //! Each block's 32 products are summed in 8 integer lanes of 4 (what AVX2's `maddubs` +
 //! `madd` give); each lane is converted to f32, multiplied by the block's scale and added to
 //! its lane's f32 accumulator (a multiply then an add, never fused), and the 8 lanes are summed
-//! in a fixed order at the end, after which the Q4_1 and Q4_K minimum terms (summed block by
-//! block) are added. (For the K-quants each lane's integer sum is first multiplied by its
-//! sub-block scale.) The AVX2 path and the portable path do exactly these operations, so their
+//! in a fixed order at the end, after which the minimum terms (summed block by block) are
+//! added. (For the K-quants each lane's integer sum is first multiplied by its sub-block
+//! scale.) The AVX2 path and the portable path do exactly these operations, so their
 //! results are bit-identical (the tests check it).
 
 use crate::blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix, f16_at};
@@ -109,15 +110,11 @@ fn portable_quantize(x: &[f32], d: &mut [f32], s: &mut [f32], q: &mut [i8]) {
 }
 
 /// `x[m, k] · w[n, k]ᵀ` through Q8 activations (see the module docs), as a row-major `[m, n]`
-/// vector. Formats without a Q8 dot product here ([`BlockFormat::has_q8_dot`]: the 5-bit
-/// formats Q5_0, Q5_1, Q5_K) are multiplied exactly by [`crate::matmul_nt_quantized`] instead.
+/// vector, for weights in any of GGML's block formats.
 ///
 /// # Panics
 /// If `x` does not hold `m · w.cols()` values.
 pub fn matmul_nt_q8(x: &[f32], w: &QuantizedMatrix, m: usize) -> Vec<f32> {
-    if !w.format().has_q8_dot() {
-        return crate::matmul_nt_quantized(x, w, m);
-    }
     let (k, n) = (w.cols(), w.rows());
     let xq = Q8Rows::quantize(x, m, k);
     let mut y = vec![0.0; m * n];
@@ -168,15 +165,17 @@ fn lane_sum(l: &[f32; LANES]) -> f32 {
 
 /// The 32 weights that meet activation block `b` of a row, as integers with their scales.
 struct SubBlock {
-    /// The values: signed (Q4_0 as `q - 8`, Q8_0, Q6_K as `q - 32`) or unsigned (Q4_1's and
-    /// Q4_K's nibbles).
+    /// The values: signed (Q4_0 as `q - 8`, Q5_0 as `q - 16`, Q8_0, Q6_K as `q - 32`) or
+    /// unsigned (Q4_1, Q5_1, Q4_K, Q5_K).
     v: [i32; BLOCK_ELEMS],
     /// Each lane's integer scale (its 4 products' sum is multiplied by it): 1 for the 32-value
-    /// formats, the 6-bit sub-block scale for Q4_K, the 8-bit scale of each half for Q6_K.
+    /// formats, the 6-bit sub-block scale for Q4_K and Q5_K, the 8-bit scale of each half for
+    /// Q6_K.
     lane_scale: [i32; LANES],
     /// The float scale of the block or super-block (`d`).
     d: f32,
-    /// What multiplies the activation block's `d · Σ q`: Q4_1's `m`, Q4_K's `-dmin · m`.
+    /// What multiplies the activation block's `d · Σ q`: Q4_1's and Q5_1's `m`, Q4_K's and
+    /// Q5_K's `-dmin · m`.
     min: Option<f32>,
 }
 
@@ -200,6 +199,20 @@ fn sub_block(format: BlockFormat, wrow: &[u8], b: usize) -> SubBlock {
             let min = (format == BlockFormat::Q4_1).then(|| f16_at(blk, 2));
             (f16_at(blk, 0), min)
         }
+        BlockFormat::Q5_0 | BlockFormat::Q5_1 => {
+            let blk = &wrow[b * format.block_bytes()..];
+            let (off, bias, min) = match format {
+                BlockFormat::Q5_0 => (2, 16, None),
+                _ => (4, 0, Some(f16_at(blk, 2))),
+            };
+            let qh = u32::from_le_bytes([blk[off], blk[off + 1], blk[off + 2], blk[off + 3]]);
+            for (j, q) in blk[off + 4..off + 20].iter().enumerate() {
+                let (h0, h1) = ((qh >> j) & 1, (qh >> (j + 16)) & 1);
+                v[j] = ((q & 0x0F) as u32 | (h0 << 4)) as i32 - bias;
+                v[16 + j] = ((q >> 4) as u32 | (h1 << 4)) as i32 - bias;
+            }
+            (f16_at(blk, 0), min)
+        }
         BlockFormat::Q8_0 => {
             let blk = &wrow[b * format.block_bytes()..];
             for (j, &q) in blk[2..34].iter().enumerate() {
@@ -207,16 +220,24 @@ fn sub_block(format: BlockFormat, wrow: &[u8], b: usize) -> SubBlock {
             }
             (f16_at(blk, 0), None)
         }
-        BlockFormat::Q4_K => {
+        BlockFormat::Q4_K | BlockFormat::Q5_K => {
             let (blk, j) = (&wrow[b / 8 * format.block_bytes()..], b % 8);
             let (sc, m) = crate::kquants::scale_min_bits(&blk[4..16], j);
-            let qs = &blk[16 + 32 * (j / 2)..][..32];
+            let high = format == BlockFormat::Q5_K;
+            let qs = &blk[if high { 48 } else { 16 } + 32 * (j / 2)..][..32];
             for (l, q) in qs.iter().enumerate() {
-                v[l] = if j.is_multiple_of(2) {
+                let nibble = if j.is_multiple_of(2) {
                     q & 0x0F
                 } else {
                     q >> 4
-                } as i32;
+                };
+                // Q5_K: the fifth bit of sub-block j is bit j of high-bit byte l.
+                let fifth = if high {
+                    ((blk[16 + l] >> j) & 1) << 4
+                } else {
+                    0
+                };
+                v[l] = (nibble | fifth) as i32;
             }
             lane_scale = [sc as i32; LANES];
             // w = (d·sc)·q - dmin·m: the minimum's term is subtracted.
@@ -238,7 +259,6 @@ fn sub_block(format: BlockFormat, wrow: &[u8], b: usize) -> SubBlock {
             }
             (f16_at(blk, 208), None)
         }
-        other => unreachable!("{other:?} has no Q8 dot product (matmul_nt_q8 checks)"),
     };
     SubBlock {
         v,
@@ -293,6 +313,19 @@ mod avx2 {
     const Q8_0: u8 = 2;
     const Q4_K: u8 = 3;
     const Q6_K: u8 = 4;
+    const Q5_0: u8 = 5;
+    const Q5_1: u8 = 6;
+    const Q5_K: u8 = 7;
+
+    /// Whether `KIND` is a 256-value K-quant.
+    const fn is_k(kind: u8) -> bool {
+        matches!(kind, Q4_K | Q5_K | Q6_K)
+    }
+
+    /// Whether `KIND`'s values are unsigned with a minimum term (`q·d + m`, `(d·sc)·q - dmin·m`).
+    const fn has_min(kind: u8) -> bool {
+        matches!(kind, Q4_1 | Q5_1 | Q4_K | Q5_K)
+    }
     /// Activation rows whose accumulators stay in registers together.
     const GROUP: usize = 4;
 
@@ -303,6 +336,9 @@ mod avx2 {
             Q4_1 => BlockFormat::Q4_1,
             Q4_K => BlockFormat::Q4_K,
             Q6_K => BlockFormat::Q6_K,
+            Q5_0 => BlockFormat::Q5_0,
+            Q5_1 => BlockFormat::Q5_1,
+            Q5_K => BlockFormat::Q5_K,
             _ => BlockFormat::Q8_0,
         }
     }
@@ -320,18 +356,48 @@ mod avx2 {
             if KIND == Q8_0 {
                 return _mm256_loadu_si256(b.add(2) as *const __m256i);
             }
-            let off = if KIND == Q4_0 { 2 } else { 4 };
+            let off = match KIND {
+                Q4_0 => 2,
+                Q4_1 => 4,
+                Q5_0 => 6,
+                _ => 8,
+            };
             let raw = _mm_loadu_si128(b.add(off) as *const __m128i);
             let mask = _mm_set1_epi8(0x0F);
             let lo = _mm_and_si128(raw, mask);
             let hi = _mm_and_si128(_mm_srli_epi16::<4>(raw), mask);
             let v = _mm256_set_m128i(hi, lo);
-            if KIND == Q4_0 {
-                _mm256_sub_epi8(v, _mm256_set1_epi8(8))
+            let v = if KIND == Q5_0 || KIND == Q5_1 {
+                let qh = std::ptr::read_unaligned(b.add(off - 4) as *const u32);
+                _mm256_or_si256(v, fifth_bits(qh))
             } else {
                 v
+            };
+            match KIND {
+                Q4_0 => _mm256_sub_epi8(v, _mm256_set1_epi8(8)),
+                Q5_0 => _mm256_sub_epi8(v, _mm256_set1_epi8(16)),
+                _ => v,
             }
         }
+    }
+
+    /// Byte `e` of the result is `0x10` where bit `e` of `qh` is set, else 0 (llama.cpp's
+    /// `bytes_from_bits_32`, shifted to the fifth bit).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn fifth_bits(qh: u32) -> __m256i {
+        let bytes = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(qh as i32),
+            _mm256_setr_epi64x(
+                0,
+                0x0101_0101_0101_0101,
+                0x0202_0202_0202_0202,
+                0x0303_0303_0303_0303,
+            ),
+        );
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
     }
 
     /// One weight row's dot products with `R` activation rows from `r0`, as
@@ -359,16 +425,16 @@ mod avx2 {
                 let blk = wrow.as_ptr().add(b * bb);
                 let dw = f16(blk);
                 let wv = block_vector::<KIND>(blk);
-                let wabs = if KIND == Q4_1 {
+                let wabs = if has_min(KIND) {
                     wv
                 } else {
                     _mm256_sign_epi8(wv, wv)
                 };
-                let m = if KIND == Q4_1 { f16(blk.add(2)) } else { 0.0 };
+                let m = if has_min(KIND) { f16(blk.add(2)) } else { 0.0 };
                 for r in 0..R {
                     let i = (r0 + r) * nb + b;
                     let xv = _mm256_loadu_si256(xq.add(i * BLOCK_ELEMS) as *const __m256i);
-                    let xv = if KIND == Q4_1 {
+                    let xv = if has_min(KIND) {
                         xv
                     } else {
                         _mm256_sign_epi8(xv, wv)
@@ -377,7 +443,7 @@ mod avx2 {
                     let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
                     let scale = _mm256_set1_ps(dw * *xd.add(i));
                     acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(lanes, scale));
-                    if KIND == Q4_1 {
+                    if has_min(KIND) {
                         mins[r] += m * *xs.add(i);
                     }
                 }
@@ -403,14 +469,24 @@ mod avx2 {
         // SAFETY: one whole super-block at blk.
         unsafe {
             let low = _mm256_set1_epi8(0x0F);
-            if KIND == Q4_K {
+            if KIND == Q4_K || KIND == Q5_K {
                 let s = std::slice::from_raw_parts(blk.add(4), 12);
                 let (sc, m) = crate::kquants::scale_min_bits(s, j);
-                let q = _mm256_loadu_si256(blk.add(16 + 32 * (j / 2)) as *const __m256i);
+                let qs = if KIND == Q5_K { 48 } else { 16 };
+                let q = _mm256_loadu_si256(blk.add(qs + 32 * (j / 2)) as *const __m256i);
                 let q = if j.is_multiple_of(2) {
                     _mm256_and_si256(q, low)
                 } else {
                     _mm256_and_si256(_mm256_srli_epi16::<4>(q), low)
+                };
+                let q = if KIND == Q5_K {
+                    // Bit j of each of the 32 high-bit bytes, moved to the fifth bit.
+                    let qh = _mm256_loadu_si256(blk.add(16) as *const __m256i);
+                    let shift = _mm_cvtsi32_si128(j as i32);
+                    let one = _mm256_and_si256(_mm256_srl_epi16(qh, shift), _mm256_set1_epi8(1));
+                    _mm256_or_si256(q, _mm256_slli_epi16::<4>(one))
+                } else {
+                    q
                 };
                 let min = -(f16(blk.add(2)) * m as f32);
                 return (q, _mm256_set1_epi16(sc as i16), min);
@@ -458,14 +534,14 @@ mod avx2 {
             // SAFETY: super-block sb of the row, and its 8 blocks in rows r0..r0 + R of x.
             unsafe {
                 let blk = wrow.as_ptr().add(sb * bb);
-                let d = if KIND == Q4_K {
-                    f16(blk)
-                } else {
+                let d = if KIND == Q6_K {
                     f16(blk.add(208))
+                } else {
+                    f16(blk)
                 };
                 for j in 0..8 {
                     let (wv, scales, min) = k_sub::<KIND>(blk, j);
-                    let wabs = if KIND == Q4_K {
+                    let wabs = if has_min(KIND) {
                         wv
                     } else {
                         _mm256_sign_epi8(wv, wv)
@@ -474,7 +550,7 @@ mod avx2 {
                     for r in 0..R {
                         let i = (r0 + r) * nb + b;
                         let xv = _mm256_loadu_si256(xq.add(i * BLOCK_ELEMS) as *const __m256i);
-                        let xv = if KIND == Q4_K {
+                        let xv = if has_min(KIND) {
                             xv
                         } else {
                             _mm256_sign_epi8(xv, wv)
@@ -483,7 +559,7 @@ mod avx2 {
                         let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, scales));
                         let scale = _mm256_set1_ps(d * *xd.add(i));
                         acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(lanes, scale));
-                        if KIND == Q4_K {
+                        if has_min(KIND) {
                             mins[r] += min * *xs.add(i);
                         }
                     }
@@ -508,7 +584,7 @@ mod avx2 {
             let r = r0 + g * GROUP;
             // SAFETY: forwarded, `o.len()` rows from `r`.
             unsafe {
-                match (KIND >= Q4_K, o.len()) {
+                match (is_k(KIND), o.len()) {
                     (false, 1) => group::<KIND, 1>(wrow, x, r, o),
                     (false, 2) => group::<KIND, 2>(wrow, x, r, o),
                     (false, 3) => group::<KIND, 3>(wrow, x, r, o),
@@ -596,7 +672,9 @@ mod avx2 {
                 BlockFormat::Q8_0 => columns_of::<Q8_0>(w, x, c0, c1, y),
                 BlockFormat::Q4_K => columns_of::<Q4_K>(w, x, c0, c1, y),
                 BlockFormat::Q6_K => columns_of::<Q6_K>(w, x, c0, c1, y),
-                other => unreachable!("{other:?} has no Q8 dot product (matmul_nt_q8 checks)"),
+                BlockFormat::Q5_0 => columns_of::<Q5_0>(w, x, c0, c1, y),
+                BlockFormat::Q5_1 => columns_of::<Q5_1>(w, x, c0, c1, y),
+                BlockFormat::Q5_K => columns_of::<Q5_K>(w, x, c0, c1, y),
             }
         }
     }
@@ -679,15 +757,6 @@ mod tests {
         QuantizedMatrix::new(format, n, k, data).unwrap()
     }
 
-    /// The formats with a Q8 dot product.
-    const Q8_FORMATS: [BlockFormat; 5] = [
-        BlockFormat::Q4_0,
-        BlockFormat::Q4_1,
-        BlockFormat::Q8_0,
-        BlockFormat::Q4_K,
-        BlockFormat::Q6_K,
-    ];
-
     #[test]
     fn quantized_rows_follow_ggml() {
         let x: Vec<f32> = (0..64).map(|i| (i as f32 - 20.5) * 0.25).collect();
@@ -727,7 +796,7 @@ mod tests {
         }
         // Rows 1, 2, 3, 4 + 1 and 4 + 3: every register group the AVX2 path runs; from
         // column 0 and from column 2.
-        for (format, m) in Q8_FORMATS
+        for (format, m) in BlockFormat::ALL
             .into_iter()
             .flat_map(|f| [1, 2, 3, 5, 7].map(|m| (f, m)))
         {
@@ -778,7 +847,7 @@ mod tests {
     fn close_to_the_exact_product() {
         // Q8 activations carry ~1/254 of each block's largest value as rounding error: the
         // products stay within 1 % of the output scale (llama.cpp makes the same trade).
-        for format in Q8_FORMATS {
+        for format in BlockFormat::ALL {
             let (m, k, n) = (3, 768, 40);
             let w = matrix(format, n, k, 11);
             let x = values(m * k, 5, 1.5);
@@ -810,26 +879,6 @@ mod tests {
                 bits(&y),
                 bits(&product(&w, &xq, 0, crate::simd_available()))
             );
-        }
-    }
-
-    #[test]
-    fn formats_without_a_q8_dot_product_are_multiplied_exactly() {
-        for format in BlockFormat::ALL.into_iter().filter(|f| !f.has_q8_dot()) {
-            let (k, bb) = (format.block_elems(), format.block_bytes());
-            let mut data: Vec<u8> = values(4 * bb, 7, 1.0)
-                .iter()
-                .map(|v| ((v + 1.0) * 127.9) as u8)
-                .collect();
-            for b in data.chunks_exact_mut(bb) {
-                for &at in format.f16_fields() {
-                    b[at..at + 2].copy_from_slice(&0x2400u16.to_le_bytes()); // 1/64
-                }
-            }
-            let w = QuantizedMatrix::new(format, 4, k, data).unwrap();
-            let x = values(3 * k, 8, 1.0);
-            let exact = crate::matmul_nt_quantized(&x, &w, 3);
-            assert_eq!(matmul_nt_q8(&x, &w, 3), exact, "{format:?}");
         }
     }
 }
