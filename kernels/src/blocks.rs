@@ -3,8 +3,8 @@
 //! arithmetic as llama.cpp's `dequantize_row_*`), and a matrix of them kept quantized.
 //!
 //! The dequantized values are the same, bit for bit, whichever path computes them (explicit
-//! AVX2 for Q4_0, Q4_1 and Q8_0, portable code for all): each weight is one f32 multiply and,
-//! for Q4_1, one f32 add, both exactly rounded, never fused. That is what lets
+//! AVX2 for the 32-value formats, portable code for all): each weight is one f32 multiply and,
+//! for Q4_1 and Q5_1, one f32 add, both exactly rounded, never fused. That is what lets
 //! [`crate::matmul_nt_quantized`] read the compact blocks and still compute exactly what a
 //! product with the dequantized f32 matrix computes.
 
@@ -102,14 +102,12 @@ impl BlockFormat {
             blocks.len(),
             out.len()
         );
-        // The 5-bit and K-quant formats have portable code only.
+        // The K-quants have portable code only.
         match self {
-            BlockFormat::Q5_0 => return kquants::q5::<false>(blocks, out),
-            BlockFormat::Q5_1 => return kquants::q5::<true>(blocks, out),
             BlockFormat::Q4_K => return kquants::q45_k::<false>(blocks, out),
             BlockFormat::Q5_K => return kquants::q45_k::<true>(blocks, out),
             BlockFormat::Q6_K => return kquants::q6_k(blocks, out),
-            BlockFormat::Q4_0 | BlockFormat::Q4_1 | BlockFormat::Q8_0 => {}
+            _ => {}
         }
         #[cfg(target_arch = "x86_64")]
         if crate::simd_available() {
@@ -120,9 +118,14 @@ impl BlockFormat {
         self.dequantize_portable(blocks, out);
     }
 
-    /// The scalar dequantization of Q4_0, Q4_1 and Q8_0 (the reference their SIMD path must
+    /// The scalar dequantization of the 32-value formats (the reference their SIMD path must
     /// equal).
     fn dequantize_portable(self, blocks: &[u8], out: &mut [f32]) {
+        match self {
+            BlockFormat::Q5_0 => return kquants::q5::<false>(blocks, out),
+            BlockFormat::Q5_1 => return kquants::q5::<true>(blocks, out),
+            _ => {}
+        }
         let bb = self.block_bytes();
         for (b, o) in blocks
             .chunks_exact(bb)
@@ -349,6 +352,68 @@ pub(crate) mod avx2 {
         }
     }
 
+    /// Byte `e` of the result is `0xFF` where bit `e` of `qh` is set, else 0 (llama.cpp's
+    /// `bytes_from_bits_32`).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) fn fifth_bits(qh: u32) -> __m256i {
+        let bytes = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(qh as i32),
+            _mm256_setr_epi64x(
+                0,
+                0x0101_0101_0101_0101,
+                0x0202_0202_0202_0202,
+                0x0303_0303_0303_0303,
+            ),
+        );
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit)
+    }
+
+    /// The 5-bit formats: `MIN` for Q5_1 (`q·d + m`), else Q5_0 (`(q - 16)·d`), `q` a nibble
+    /// and the fifth bit from the block's 32 high bits, as [`crate::kquants`]' portable code.
+    ///
+    /// # Safety
+    /// AVX2 + F16C present; `blocks` whole blocks, `out` their values.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn nibbles5<const MIN: bool>(blocks: &[u8], out: &mut [f32]) {
+        let bb = if MIN { 24 } else { 22 };
+        let mask = _mm_set1_epi8(0x0F);
+        let high = _mm_set1_epi8(0x10);
+        let sixteen = _mm256_set1_epi32(16);
+        for (i, o) in out.chunks_exact_mut(BLOCK_ELEMS).enumerate() {
+            // SAFETY: block i has bb bytes; o has 32 values.
+            unsafe {
+                let b = blocks.as_ptr().add(i * bb);
+                let d = f16_at(b);
+                let (m, qh) = if MIN {
+                    (f16_at(b.add(2)), b.add(4))
+                } else {
+                    (_mm256_setzero_ps(), b.add(2))
+                };
+                let bits = fifth_bits(std::ptr::read_unaligned(qh as *const u32));
+                let q = _mm_loadu_si128(qh.add(4) as *const __m128i);
+                let lo = _mm_and_si128(q, mask);
+                let hi = _mm_and_si128(_mm_srli_epi16::<4>(q), mask);
+                let lo = _mm_or_si128(lo, _mm_and_si128(_mm256_castsi256_si128(bits), high));
+                let hi = _mm_or_si128(hi, _mm_and_si128(_mm256_extracti128_si256::<1>(bits), high));
+                let o = o.as_mut_ptr();
+                for (j, bytes) in [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let ints = _mm256_cvtepu8_epi32(bytes);
+                    let ints = if MIN {
+                        ints
+                    } else {
+                        _mm256_sub_epi32(ints, sixteen)
+                    };
+                    store_scaled::<MIN>(ints, d, m, o.add(8 * j));
+                }
+            }
+        }
+    }
+
     /// Q8_0.
     ///
     /// # Safety
@@ -380,6 +445,8 @@ pub(crate) mod avx2 {
                 BlockFormat::Q4_0 => nibbles::<false>(blocks, out),
                 BlockFormat::Q4_1 => nibbles::<true>(blocks, out),
                 BlockFormat::Q8_0 => bytes(blocks, out),
+                BlockFormat::Q5_0 => nibbles5::<false>(blocks, out),
+                BlockFormat::Q5_1 => nibbles5::<true>(blocks, out),
                 other => {
                     unreachable!("{other:?} has no AVX2 dequantization (checked by the caller)")
                 }
@@ -408,7 +475,7 @@ mod tests {
         let mut out = Vec::new();
         for i in 0..n {
             out.extend(h(0.001 + i as f32 * 0.0137));
-            if format == BlockFormat::Q4_1 {
+            if matches!(format, BlockFormat::Q4_1 | BlockFormat::Q5_1) {
                 out.extend(h(-0.05 * i as f32));
             }
             let payload = format.block_bytes() - out.len() % format.block_bytes();
@@ -463,7 +530,13 @@ mod tests {
 
     #[test]
     fn simd_and_portable_dequantization_agree_bit_for_bit() {
-        for format in [BlockFormat::Q4_0, BlockFormat::Q4_1, BlockFormat::Q8_0] {
+        for format in [
+            BlockFormat::Q4_0,
+            BlockFormat::Q4_1,
+            BlockFormat::Q5_0,
+            BlockFormat::Q5_1,
+            BlockFormat::Q8_0,
+        ] {
             let blocks = random_blocks(format, 40, 9);
             let mut fast = vec![0.0; 40 * BLOCK_ELEMS];
             let mut slow = vec![0.0; 40 * BLOCK_ELEMS];

@@ -21,7 +21,7 @@
 //!
 //! Each block's 32 products are summed in 8 integer lanes of 4 (what AVX2's `maddubs` +
 //! `madd` give); each lane is converted to f32, multiplied by the block's scale and added to
-//! its lane's f32 accumulator (a multiply then an add, never fused), and the 8 lanes are summed
+//! its lane's f32 accumulator in one fused multiply-add (as llama.cpp's AVX2 code does), and the 8 lanes are summed
 //! in a fixed order at the end, after which the minimum terms (summed block by block) are
 //! added. (For the K-quants each lane's integer sum is first multiplied by its sub-block
 //! scale.) The AVX2 path and the portable path do exactly these operations, so their
@@ -286,7 +286,7 @@ fn portable_dot_rows(format: BlockFormat, wrow: &[u8], x: &Q8Rows, r0: usize, ou
             let scale = w.d * x.d[i];
             for (l, lane) in a.iter_mut().enumerate() {
                 let sum: i32 = (0..4).map(|t| w.v[4 * l + t] * xq[4 * l + t] as i32).sum();
-                *lane += (sum * w.lane_scale[l]) as f32 * scale;
+                *lane = ((sum * w.lane_scale[l]) as f32).mul_add(scale, *lane);
             }
             if let Some(m) = w.min {
                 *mn += m * x.s[i];
@@ -303,7 +303,7 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     use super::{LANES, Q8Rows, ROWS, lane_sum};
-    use crate::blocks::avx2::f16;
+    use crate::blocks::avx2::{f16, fifth_bits};
     use crate::blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
 
     /// The formats as const parameters, so that each gets its own loop with no branch on the
@@ -348,7 +348,7 @@ mod avx2 {
     ///
     /// # Safety
     /// AVX2 present; `b` points to one whole block of `KIND`.
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn block_vector<const KIND: u8>(b: *const u8) -> __m256i {
         // SAFETY: `b` points to one whole block.
@@ -367,37 +367,25 @@ mod avx2 {
             let lo = _mm_and_si128(raw, mask);
             let hi = _mm_and_si128(_mm_srli_epi16::<4>(raw), mask);
             let v = _mm256_set_m128i(hi, lo);
-            let v = if KIND == Q5_0 || KIND == Q5_1 {
-                let qh = std::ptr::read_unaligned(b.add(off - 4) as *const u32);
-                _mm256_or_si256(v, fifth_bits(qh))
-            } else {
-                v
-            };
+            let high = _mm256_set1_epi8(0x10);
             match KIND {
                 Q4_0 => _mm256_sub_epi8(v, _mm256_set1_epi8(8)),
-                Q5_0 => _mm256_sub_epi8(v, _mm256_set1_epi8(16)),
+                // (q | h·16) - 16 = q - 16 where the fifth bit h is clear.
+                Q5_0 => _mm256_sub_epi8(v, _mm256_andnot_si256(fifth_bits(qh_at(b, off)), high)),
+                Q5_1 => _mm256_or_si256(v, _mm256_and_si256(fifth_bits(qh_at(b, off)), high)),
                 _ => v,
             }
         }
     }
 
-    /// Byte `e` of the result is `0x10` where bit `e` of `qh` is set, else 0 (llama.cpp's
-    /// `bytes_from_bits_32`, shifted to the fifth bit).
-    #[target_feature(enable = "avx2")]
+    /// The 32 high bits of a 5-bit block whose nibbles start at `off`.
+    ///
+    /// # Safety
+    /// `b` points to one whole Q5_0 or Q5_1 block.
     #[inline]
-    fn fifth_bits(qh: u32) -> __m256i {
-        let bytes = _mm256_shuffle_epi8(
-            _mm256_set1_epi32(qh as i32),
-            _mm256_setr_epi64x(
-                0,
-                0x0101_0101_0101_0101,
-                0x0202_0202_0202_0202,
-                0x0303_0303_0303_0303,
-            ),
-        );
-        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-        let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+    unsafe fn qh_at(b: *const u8, off: usize) -> u32 {
+        // SAFETY: the 4 bytes before the nibbles are the block's high bits.
+        unsafe { std::ptr::read_unaligned(b.add(off - 4) as *const u32) }
     }
 
     /// One weight row's dot products with `R` activation rows from `r0`, as
@@ -406,7 +394,7 @@ mod avx2 {
     /// # Safety
     /// AVX2 + F16C present; `wrow` one row of `x.blocks` blocks of `KIND`; rows `r0..r0 + R`
     /// exist in `x`; `out` holds `R` values.
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn group<const KIND: u8, const R: usize>(
         wrow: &[u8],
         x: &Q8Rows,
@@ -442,7 +430,7 @@ mod avx2 {
                     let pairs = _mm256_maddubs_epi16(wabs, xv);
                     let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
                     let scale = _mm256_set1_ps(dw * *xd.add(i));
-                    acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(lanes, scale));
+                    acc[r] = _mm256_fmadd_ps(lanes, scale, acc[r]);
                     if has_min(KIND) {
                         mins[r] += m * *xs.add(i);
                     }
@@ -463,7 +451,7 @@ mod avx2 {
     ///
     /// # Safety
     /// AVX2 present; `blk` points to one whole super-block of `KIND`.
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn k_sub<const KIND: u8>(blk: *const u8, j: usize) -> (__m256i, __m256i, f32) {
         // SAFETY: one whole super-block at blk.
@@ -518,7 +506,7 @@ mod avx2 {
     ///
     /// # Safety
     /// As [`group`], `wrow` of `KIND` super-blocks.
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn group_k<const KIND: u8, const R: usize>(
         wrow: &[u8],
         x: &Q8Rows,
@@ -558,7 +546,7 @@ mod avx2 {
                         let pairs = _mm256_maddubs_epi16(wabs, xv);
                         let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, scales));
                         let scale = _mm256_set1_ps(d * *xd.add(i));
-                        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(lanes, scale));
+                        acc[r] = _mm256_fmadd_ps(lanes, scale, acc[r]);
                         if has_min(KIND) {
                             mins[r] += min * *xs.add(i);
                         }
@@ -578,7 +566,7 @@ mod avx2 {
     ///
     /// # Safety
     /// As [`group`], for rows `r0..r0 + out.len()`.
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn rows_of<const KIND: u8>(wrow: &[u8], x: &Q8Rows, r0: usize, out: &mut [f32]) {
         for (g, o) in out.chunks_mut(GROUP).enumerate() {
             let r = r0 + g * GROUP;
@@ -656,7 +644,7 @@ mod avx2 {
     /// # Safety
     /// AVX2 + F16C present; `w` a Q8-dot format with `x.blocks` blocks a row; `y` holds
     /// `x.rows() × w.rows()` values; `c1 ≤ w.rows()`.
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn columns(
         w: &QuantizedMatrix,
         x: &Q8Rows,
@@ -686,7 +674,7 @@ mod avx2 {
     ///
     /// # Safety
     /// As [`columns`], `w` of `KIND`.
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn columns_of<const KIND: u8>(
         w: &QuantizedMatrix,
         x: &Q8Rows,

@@ -28,7 +28,7 @@ pub trait TensorSource: Send + Sync {
     /// The float format `read` returns for `name` (F32 for dequantized tensors).
     fn read_format(&self, name: &str) -> Option<FloatFormat>;
     /// The 2-D tensor `name` still quantized, rows in the order [`TensorSource::read`] returns
-    /// them, when the source stores it in 32-weight blocks (GGUF Q4_0, Q4_1, Q8_0); `Ok(None)`
+    /// them, when the source stores it in GGML blocks (any GGUF block format); `Ok(None)`
     /// for float tensors and sources without blocks. The CPU inference kernel reads these.
     fn read_quantized(&self, name: &str) -> Result<Option<QuantizedMatrix>> {
         let _ = name;
