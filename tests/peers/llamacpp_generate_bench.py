@@ -8,8 +8,8 @@ Reads the same JSON file as hf_generate_bench.py ({"batches": [[ids...], ...] pe
 one request with B prompts, which the server decodes together in B slots (continuous batching).
 Prefill = a request for 1 new token; decode = a request for N tokens (end-of-sequence ignored)
 minus prefill, as for transformers. The prompt cache is off, so every run prefills. Each row's N
-greedy ids ("tokens") come from one more, untimed request that asks for log-probabilities (the
-completion text alone does not give ids).
+greedy ids ("tokens") and their log-probabilities ("logprobs", log-softmax of llama.cpp's logits)
+come from one more, untimed request (the completion text alone does not give ids).
 
     pip install xllamacpp==2026.10.11549
 Usage: python llamacpp_generate_bench.py MODEL.gguf PROMPTS.json [--threads 2] [--repeats 2]
@@ -72,17 +72,19 @@ def main():
                 fail(f"llama.cpp stopped before {k} tokens: {json.dumps(choices)[:300]}")
             if with_tokens:
                 ordered = sorted(choices, key=lambda c: c.get("index", 0))
-                return [[t["id"] for t in (c.get("logprobs") or {}).get("content", [])] for c in ordered]
+                content = [(c.get("logprobs") or {}).get("content", []) for c in ordered]
+                return ([[t["id"] for t in row] for row in content],
+                        [[t["logprob"] for t in row] for row in content])
             return secs
 
         run(2)  # warm-up
         pre = min(run(1) for _ in range(args.repeats))
         full = min(run(n) for _ in range(args.repeats))
-        tokens = run(n, with_tokens=True)  # untimed: each row's greedy ids
+        tokens, logprobs = run(n, with_tokens=True)  # untimed: greedy ids, their log-probabilities
         print(json.dumps({"batch": len(batch), "prefill_tokens": sum(len(q) for q in batch),
                           "prefill_secs": pre, "decode_tokens": len(batch) * (n - 1),
-                          "decode_secs": max(full - pre, 1e-9),
-                          "tokens": tokens, "engine": f"llama.cpp (xllamacpp {xlc.__version__})"}),
+                          "decode_secs": max(full - pre, 1e-9), "tokens": tokens,
+                          "logprobs": logprobs, "engine": f"llama.cpp (xllamacpp {xlc.__version__})"}),
               flush=True)
     del server
     os._exit(0)  # the embedded server's threads need not be joined

@@ -81,6 +81,23 @@ fn llama_cpp_is_measured_on_the_same_file_beside_both_matmul_modes() {
         assert!(column("engram q8", batch, 6).ends_with(&of), "{out}");
         assert!(column("llama.cpp", batch, 6).ends_with(&of), "{out}");
     }
+    // The log-probability drift of llama.cpp's 12 greedy tokens of the batch of 3, each scored
+    // by engram after the same tokens: llama.cpp's Q8 activations and engram's q8 both move
+    // them from engram exact's (f32) values, by a fraction of a nat, never by nothing.
+    let drift = out
+        .lines()
+        .find(|l| l.starts_with("log-probabilities of llama.cpp's 12 greedy tokens (3 prompts)"))
+        .unwrap_or_else(|| panic!("no drift line: {out}"));
+    let maxima: Vec<f64> = drift
+        .split("max ")
+        .skip(1)
+        .map(|w| w.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(maxima.len(), 2, "llama.cpp's and q8's: {drift}");
+    assert!(
+        maxima.iter().all(|&m| m > 0.0 && m < 1.0),
+        "{maxima:?}: {drift}"
+    );
 }
 
 #[test]

@@ -91,6 +91,46 @@ pub fn generate(model: &Llama, prompts: &[Vec<u32>], cfg: &GenerationConfig) -> 
     decode(model, cache, rows, longest, prefill_tokens, cfg)
 }
 
+/// The log-probability (log-softmax of the logits, summed in f64) that the model gives each
+/// token of `forced` after `prompt` and the forced tokens before it: one row, prefilled, then
+/// fed one forced token at a time as [`generate`] decodes, so the products run as they do when
+/// it generates (the CPU's [`crate::cpu_matmul::QuantizedProduct`] included). For comparing
+/// engines on the same tokens.
+pub fn forced_logprobs(model: &Llama, prompt: &[u32], forced: &[u32]) -> Result<Vec<f64>> {
+    if prompt.is_empty() {
+        return Err(ModelError::Generation("the prompt is empty".into()));
+    }
+    let vocab = model.config.vocab_size;
+    if let Some(t) = forced.iter().find(|&&t| t as usize >= vocab) {
+        return Err(ModelError::Generation(format!(
+            "token {t} is outside the vocabulary of {vocab}"
+        )));
+    }
+    let used = prompt.len() + forced.len();
+    let window = model.config.max_position_embeddings;
+    if used > window {
+        return Err(ModelError::Generation(format!(
+            "prompt + forced tokens are {used}, more than the model's context window of {window}"
+        )));
+    }
+    let mut cache = model.new_cache(vec![0]);
+    cache.reserve(used);
+    let mut hidden = model.step_chunked(&[prompt.to_vec()], &mut cache);
+    let mut out = Vec::with_capacity(forced.len());
+    for (k, &t) in forced.iter().enumerate() {
+        let logits = model.logits(hidden.unsqueeze_dim(1)).squeeze_dim::<2>(1);
+        let row = &host_rows(logits)[0];
+        let max = row.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v)) as f64;
+        let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+        out.push(row[t as usize] as f64 - max - sum.ln());
+        if k + 1 == forced.len() {
+            break;
+        }
+        hidden = model.step(&[vec![t]], &mut cache);
+    }
+    Ok(out)
+}
+
 fn left_pad(rows: &[Vec<u32>], len: usize, pad_id: u32) -> Vec<Vec<u32>> {
     rows.iter()
         .map(|p| {

@@ -37,7 +37,9 @@ pub use burn;
 pub use config::{LlamaConfig, RopeScaling};
 pub use device::{available_backends, device_from_name, device_memory, device_name, open_device};
 pub use error::{ModelError, Result};
-pub use generate::{Generation, GenerationConfig, generate, generate_after_prefix};
+pub use generate::{
+    Generation, GenerationConfig, forced_logprobs, generate, generate_after_prefix,
+};
 pub use kv_cache::KvCache;
 pub use launches::LaunchCounter;
 pub use llama::Llama;

@@ -187,3 +187,31 @@ fn chunked_prefill_equals_one_pass() {
     let d = max_abs_diff(&got, &full[full.len() - v..]);
     assert!(d < 1e-4, "{d}");
 }
+
+#[test]
+fn forced_logprobs_equal_transformers_log_softmax() {
+    // The log-probability of each next token of a text, fed one token at a time after a
+    // 20-token prompt, against log_softmax of transformers' logits over the whole text.
+    let model = load("tiny-f32");
+    let reference = Reference::open(&fixture("tiny-f32").join("reference.safetensors"));
+    let ids = reference.ids("input_ids_long_text");
+    let logits = reference.f32("logits_long_text");
+    let v = model.config.vocab_size;
+    let (prompt, forced) = ids[..40].split_at(20);
+    let got = engram_model::forced_logprobs(&model, prompt, forced).unwrap();
+    assert_eq!(got.len(), forced.len());
+    for (k, (&t, lp)) in forced.iter().zip(&got).enumerate() {
+        let row = &logits[(19 + k) * v..(20 + k) * v];
+        let max = row.iter().fold(f32::NEG_INFINITY, |a, &x| a.max(x)) as f64;
+        let lse = max
+            + row
+                .iter()
+                .map(|&x| (x as f64 - max).exp())
+                .sum::<f64>()
+                .ln();
+        let want = row[t as usize] as f64 - lse;
+        assert!((lp - want).abs() < 1e-4, "token {k}: {lp} vs {want}");
+    }
+    let e = engram_model::forced_logprobs(&model, prompt, &[v as u32]).unwrap_err();
+    assert!(e.to_string().contains("outside the vocabulary"), "{e}");
+}

@@ -260,6 +260,14 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
             (p, figs)
         })
         .collect();
+    let llama = peers
+        .iter()
+        .find(|(p, _)| *p == PeerArg::LlamaCpp)
+        .and_then(|(_, f)| f.as_ref().ok());
+    let drift = match llama {
+        Some(l) => logprob_drift(&loaded.model, &batches, l, &modes)?,
+        None => None,
+    };
     println!(
         "engram bench generate: {} on {} ({} dtype), {} new tokens, greedy, best of {}",
         loaded.origin, args.model.backend, args.model.dtype, args.new_tokens, args.repeats
@@ -268,10 +276,6 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
     if !loaded.model.has_quantized_blocks() {
         println!("(no GGUF blocks kept for this model on this device: --matmul changes nothing)");
     }
-    let llama = peers
-        .iter()
-        .find(|(p, _)| *p == PeerArg::LlamaCpp)
-        .and_then(|(_, f)| f.as_ref().ok());
     println!(
         "{:>5}  {:<13} {:>14} {:>14}  {:>8} {:>8}  {:>7}  {:>9}",
         "batch",
@@ -311,10 +315,12 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
         _ => "-".into(),
     };
     for (i, &b) in args.batch.iter().enumerate() {
-        let exact_tokens = exact.map(|(_, e)| &e[i].1[..]);
-        let llama_tokens = llama.and_then(|l| l.get(i)).map(|m| &m.1[..]);
+        let exact_tokens = exact.map(|(_, e)| &e[i].tokens[..]);
+        let llama_tokens = llama.and_then(|l| l.get(i)).map(|m| &m.tokens[..]);
         for (mode, ours) in &runs {
-            let (f, tokens) = &ours[i];
+            let Measured {
+                figures: f, tokens, ..
+            } = &ours[i];
             let name = format!("engram {}", mode.name());
             println!(
                 "{b:>5}  {name:<13} {:>14.1} {:>14.1}  {:>8} {:>8}  {:>7}  {:>9}",
@@ -326,9 +332,12 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
                 agree(tokens, llama_tokens)
             );
         }
-        let ours = &runs[0].1[i].0;
+        let ours = &runs[0].1[i].figures;
         for (peer, figs) in &peers {
-            if let Some((p, tokens)) = figs.as_ref().ok().and_then(|f| f.get(i)) {
+            if let Some(Measured {
+                figures: p, tokens, ..
+            }) = figs.as_ref().ok().and_then(|f| f.get(i))
+            {
                 println!(
                     "{b:>5}  {:<13} {:>14.1} {:>14.1}  {:>7.2}x {:>7.2}x  {:>7}  {:>9}",
                     peer.name(),
@@ -350,6 +359,9 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
          side produced, equal engram exact's, llama.cpp's)",
         args.new_tokens
     );
+    if let Some(line) = drift {
+        println!("{line}");
+    }
     println!(
         "(× = engram {} / the peer; the peers ran with {} threads, engram with rayon's {})",
         runs[0].0.name(),
@@ -368,8 +380,80 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// One batch's best figures and each row's greedy tokens.
-pub type Measured = (Figures, Vec<Vec<u32>>);
+/// How far the engines' log-probabilities of the same tokens lie apart: llama.cpp's greedy
+/// tokens of the largest batch it gave log-probabilities for, each scored by engram after the
+/// same prompt and tokens ([`engram_model::forced_logprobs`], batch 1) in every `--matmul`
+/// mode; |llama.cpp − engram exact| and |engram mode − engram exact|, largest and mean. The
+/// bound a quantized mode is held to is what llama.cpp's own Q8 activations move.
+fn logprob_drift(
+    model: &engram_model::Llama,
+    batches: &[Vec<Vec<u32>>],
+    llama: &[Measured],
+    modes: &[MatmulArg],
+) -> Result<Option<String>> {
+    let Some((i, l)) = llama.iter().enumerate().rev().find(|(i, l)| {
+        l.logprobs.len() == batches[*i].len()
+            && l.tokens.len() == l.logprobs.len()
+            && l.tokens
+                .iter()
+                .zip(&l.logprobs)
+                .all(|(t, p)| t.len() == p.len())
+    }) else {
+        return Ok(None);
+    };
+    let score = |mode: MatmulArg| -> Result<Vec<Vec<f64>>> {
+        set_quantized_product(mode.mode());
+        let rows = batches[i]
+            .iter()
+            .zip(&l.tokens)
+            .map(|(p, t)| engram_model::forced_logprobs(model, p, t))
+            .collect::<std::result::Result<Vec<_>, _>>();
+        set_quantized_product(QuantizedProduct::Exact);
+        Ok(rows?)
+    };
+    let exact = score(MatmulArg::Exact)?;
+    let gap = |a: &[Vec<f64>]| {
+        let d: Vec<f64> = a
+            .iter()
+            .flatten()
+            .zip(exact.iter().flatten())
+            .map(|(x, y)| (x - y).abs())
+            .collect();
+        let max = d.iter().fold(0.0f64, |m, &v| m.max(v));
+        (max, d.iter().sum::<f64>() / d.len().max(1) as f64, d.len())
+    };
+    let theirs: Vec<Vec<f64>> = l
+        .logprobs
+        .iter()
+        .map(|r| r.iter().map(|&p| p as f64).collect())
+        .collect();
+    let (max, mean, n) = gap(&theirs);
+    let mut line = format!(
+        "log-probabilities of llama.cpp's {n} greedy tokens ({} prompts), each scored by engram \
+         after the same tokens: |llama.cpp - engram exact| max {max:.3}, mean {mean:.4}",
+        batches[i].len()
+    );
+    for &mode in modes.iter().filter(|m| **m != MatmulArg::Exact) {
+        let (max, mean, _) = gap(&score(mode)?);
+        line.push_str(&format!(
+            "; |engram {} - engram exact| max {max:.3}, mean {mean:.4}",
+            mode.name()
+        ));
+    }
+    Ok(Some(line))
+}
+
+/// One batch measured: the best figures, each row's greedy tokens and, where the engine gives
+/// them (llama.cpp), those tokens' log-probabilities.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Best prefill and decode figures.
+    pub figures: Figures,
+    /// Each row's greedy tokens.
+    pub tokens: Vec<Vec<u32>>,
+    /// Each row's tokens' log-probabilities (empty where not given).
+    pub logprobs: Vec<Vec<f32>>,
+}
 
 /// The best of `--repeats` timed runs of `prompts` (after a short warm-up), with the greedy
 /// tokens of the last.
@@ -411,5 +495,9 @@ fn measure(
             None => f,
         });
     }
-    Ok((best.expect("at least one repeat"), tokens))
+    Ok(Measured {
+        figures: best.expect("at least one repeat"),
+        tokens,
+        logprobs: Vec::new(),
+    })
 }

@@ -29,8 +29,9 @@ fn gguf_path(origin: &str) -> &str {
         .unwrap_or(origin)
 }
 
-/// A peer's prefill and decode figures and greedy tokens for each batch of prompts, on the same
-/// GGUF file, run with `python` (`none`: skipped).
+/// A peer's prefill and decode figures and greedy tokens (llama.cpp: with their
+/// log-probabilities) for each batch of prompts, on the same GGUF file, run with `python`
+/// (`none`: skipped).
 pub fn generate(
     peer: PeerArg,
     python: &str,
@@ -78,16 +79,16 @@ pub fn generate(
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
-        let tokens: Vec<Vec<u32>> = serde_json::from_value(v["tokens"].clone()).unwrap_or_default();
-        figs.push((
-            Figures {
+        figs.push(Measured {
+            figures: Figures {
                 prefill_tokens: v["prefill_tokens"].as_u64().unwrap_or(0) as usize,
                 prefill_secs: v["prefill_secs"].as_f64().unwrap_or(f64::NAN),
                 decode_tokens: v["decode_tokens"].as_u64().unwrap_or(0) as usize,
                 decode_secs: v["decode_secs"].as_f64().unwrap_or(f64::NAN),
             },
-            tokens,
-        ));
+            tokens: serde_json::from_value(v["tokens"].clone()).unwrap_or_default(),
+            logprobs: serde_json::from_value(v["logprobs"].clone()).unwrap_or_default(),
+        });
     }
     Ok(figs)
 }
