@@ -3,7 +3,7 @@
 //! arithmetic as llama.cpp's `dequantize_row_*`), and a matrix of them kept quantized.
 //!
 //! The dequantized values are the same, bit for bit, whichever path computes them (explicit
-//! AVX2 for the 32-value formats, portable code for all): each weight is one f32 multiply and,
+//! AVX2 or portable code): each weight is one f32 multiply and,
 //! for Q4_1 and Q5_1, one f32 add, both exactly rounded, never fused. That is what lets
 //! [`crate::matmul_nt_quantized`] read the compact blocks and still compute exactly what a
 //! product with the dequantized f32 matrix computes.
@@ -102,13 +102,6 @@ impl BlockFormat {
             blocks.len(),
             out.len()
         );
-        // The K-quants have portable code only.
-        match self {
-            BlockFormat::Q4_K => return kquants::q45_k::<false>(blocks, out),
-            BlockFormat::Q5_K => return kquants::q45_k::<true>(blocks, out),
-            BlockFormat::Q6_K => return kquants::q6_k(blocks, out),
-            _ => {}
-        }
         #[cfg(target_arch = "x86_64")]
         if crate::simd_available() {
             // SAFETY: AVX2 and F16C are present; lengths checked above.
@@ -118,12 +111,14 @@ impl BlockFormat {
         self.dequantize_portable(blocks, out);
     }
 
-    /// The scalar dequantization of the 32-value formats (the reference their SIMD path must
-    /// equal).
+    /// The scalar dequantization (the reference the SIMD path must equal).
     fn dequantize_portable(self, blocks: &[u8], out: &mut [f32]) {
         match self {
             BlockFormat::Q5_0 => return kquants::q5::<false>(blocks, out),
             BlockFormat::Q5_1 => return kquants::q5::<true>(blocks, out),
+            BlockFormat::Q4_K => return kquants::q45_k::<false>(blocks, out),
+            BlockFormat::Q5_K => return kquants::q45_k::<true>(blocks, out),
+            BlockFormat::Q6_K => return kquants::q6_k(blocks, out),
             _ => {}
         }
         let bb = self.block_bytes();
@@ -414,6 +409,119 @@ pub(crate) mod avx2 {
         }
     }
 
+    /// Sub-block `j` (0..8) of the Q4_K (`HIGH = false`) or Q5_K super-block at `b` as 32
+    /// unsigned bytes, in order: nibbles of `qs[32 (j / 2)..]` (low for even `j`), and for
+    /// Q5_K bit `j` of each of the 32 high-bit bytes as the fifth bit ([`crate::kquants`]).
+    ///
+    /// # Safety
+    /// AVX2 present; `b` points to one whole super-block.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) unsafe fn k4_bytes<const HIGH: bool>(b: *const u8, j: usize) -> __m256i {
+        // SAFETY: one whole super-block at b.
+        unsafe {
+            let low = _mm256_set1_epi8(0x0F);
+            let qs = if HIGH { 48 } else { 16 };
+            let q = _mm256_loadu_si256(b.add(qs + 32 * (j / 2)) as *const __m256i);
+            let q = if j.is_multiple_of(2) {
+                _mm256_and_si256(q, low)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16::<4>(q), low)
+            };
+            if !HIGH {
+                return q;
+            }
+            let qh = _mm256_loadu_si256(b.add(16) as *const __m256i);
+            let shift = _mm_cvtsi32_si128(j as i32);
+            let one = _mm256_and_si256(_mm256_srl_epi16(qh, shift), _mm256_set1_epi8(1));
+            _mm256_or_si256(q, _mm256_slli_epi16::<4>(one))
+        }
+    }
+
+    /// Values `32 j..32 j + 32` (`j` in 0..8) of the Q6_K super-block at `b` as signed bytes
+    /// `q - 32`, in order ([`crate::kquants`]: half `j / 4`, element `l + 32 (j % 4)`).
+    ///
+    /// # Safety
+    /// AVX2 present; `b` points to one whole super-block.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) unsafe fn q6_bytes(b: *const u8, j: usize) -> __m256i {
+        // SAFETY: one whole super-block at b.
+        unsafe {
+            let (half, k) = (j / 4, j % 4);
+            let low = _mm256_set1_epi8(0x0F);
+            let ql = _mm256_loadu_si256(b.add(64 * half + 32 * (k % 2)) as *const __m256i);
+            let nibble = if k < 2 {
+                _mm256_and_si256(ql, low)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql), low)
+            };
+            let qh = _mm256_loadu_si256(b.add(128 + 32 * half) as *const __m256i);
+            let shift = _mm_cvtsi32_si128(2 * k as i32);
+            let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), _mm256_set1_epi8(3));
+            let q = _mm256_or_si256(nibble, _mm256_slli_epi16::<4>(high));
+            _mm256_sub_epi8(q, _mm256_set1_epi8(32))
+        }
+    }
+
+    /// The K-quants Q4_K, Q5_K (`KIND` 4, 5: `(d·sc)·q - dmin·m` per sub-block of 32) and Q6_K
+    /// (`KIND` 6: `(d·sc)·(q - 32)` per 16), each product and difference exactly rounded as
+    /// [`crate::kquants`]' portable code.
+    ///
+    /// # Safety
+    /// AVX2 + F16C present; `blocks` whole super-blocks, `out` their values.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn kquant<const KIND: u8>(blocks: &[u8], out: &mut [f32]) {
+        let bb = match KIND {
+            4 => crate::kquants::Q4_K_BYTES,
+            5 => crate::kquants::Q5_K_BYTES,
+            _ => crate::kquants::Q6_K_BYTES,
+        };
+        for (i, o) in out.chunks_exact_mut(256).enumerate() {
+            // SAFETY: super-block i has bb bytes; o has 256 values.
+            unsafe {
+                let b = blocks.as_ptr().add(i * bb);
+                for j in 0..8 {
+                    let o = o.as_mut_ptr().add(32 * j);
+                    if KIND == 6 {
+                        let d = f16(b.add(208));
+                        let q = q6_bytes(b, j);
+                        let sc = b.add(192 + 8 * (j / 4) + 2 * (j % 4));
+                        let halves = [_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q)];
+                        for (h, bytes) in halves.into_iter().enumerate() {
+                            let s = _mm256_set1_ps(d * *sc.add(h) as i8 as f32);
+                            for (c, part) in
+                                [bytes, _mm_srli_si128::<8>(bytes)].into_iter().enumerate()
+                            {
+                                let v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part));
+                                _mm256_storeu_ps(o.add(16 * h + 8 * c), _mm256_mul_ps(s, v));
+                            }
+                        }
+                        continue;
+                    }
+                    let s = std::slice::from_raw_parts(b.add(4), 12);
+                    let (sc, m) = crate::kquants::scale_min_bits(s, j);
+                    let d0 = _mm256_set1_ps(f16(b) * sc as f32);
+                    let m0 = _mm256_set1_ps(f16(b.add(2)) * m as f32);
+                    let q = if KIND == 5 {
+                        k4_bytes::<true>(b, j)
+                    } else {
+                        k4_bytes::<false>(b, j)
+                    };
+                    let halves = [_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q)];
+                    for (h, bytes) in halves.into_iter().enumerate() {
+                        for (c, part) in [bytes, _mm_srli_si128::<8>(bytes)].into_iter().enumerate()
+                        {
+                            let v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(part));
+                            let v = _mm256_sub_ps(_mm256_mul_ps(d0, v), m0);
+                            _mm256_storeu_ps(o.add(16 * h + 8 * c), v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Q8_0.
     ///
     /// # Safety
@@ -447,9 +555,9 @@ pub(crate) mod avx2 {
                 BlockFormat::Q8_0 => bytes(blocks, out),
                 BlockFormat::Q5_0 => nibbles5::<false>(blocks, out),
                 BlockFormat::Q5_1 => nibbles5::<true>(blocks, out),
-                other => {
-                    unreachable!("{other:?} has no AVX2 dequantization (checked by the caller)")
-                }
+                BlockFormat::Q4_K => kquant::<4>(blocks, out),
+                BlockFormat::Q5_K => kquant::<5>(blocks, out),
+                BlockFormat::Q6_K => kquant::<6>(blocks, out),
             }
         }
     }
@@ -472,14 +580,18 @@ mod tests {
             s ^= s << 5;
             (s >> 24) as u8
         };
-        let mut out = Vec::new();
-        for i in 0..n {
-            out.extend(h(0.001 + i as f32 * 0.0137));
-            if matches!(format, BlockFormat::Q4_1 | BlockFormat::Q5_1) {
-                out.extend(h(-0.05 * i as f32));
+        // Random bytes, then each block's f16 fields a scale (and a minimum where it has one).
+        let bb = format.block_bytes();
+        let mut out: Vec<u8> = (0..n * bb).map(|_| byte()).collect();
+        for (i, b) in out.chunks_exact_mut(bb).enumerate() {
+            for (j, &at) in format.f16_fields().iter().enumerate() {
+                let v = if j == 0 {
+                    0.001 + i as f32 * 0.0137
+                } else {
+                    -0.05 * i as f32
+                };
+                b[at..at + 2].copy_from_slice(&h(v));
             }
-            let payload = format.block_bytes() - out.len() % format.block_bytes();
-            out.extend((0..payload).map(|_| byte()));
         }
         out
     }
@@ -530,16 +642,10 @@ mod tests {
 
     #[test]
     fn simd_and_portable_dequantization_agree_bit_for_bit() {
-        for format in [
-            BlockFormat::Q4_0,
-            BlockFormat::Q4_1,
-            BlockFormat::Q5_0,
-            BlockFormat::Q5_1,
-            BlockFormat::Q8_0,
-        ] {
+        for format in BlockFormat::ALL {
             let blocks = random_blocks(format, 40, 9);
-            let mut fast = vec![0.0; 40 * BLOCK_ELEMS];
-            let mut slow = vec![0.0; 40 * BLOCK_ELEMS];
+            let mut fast = vec![0.0; 40 * format.block_elems()];
+            let mut slow = vec![0.0; 40 * format.block_elems()];
             format.dequantize_into(&blocks, &mut fast);
             format.dequantize_portable(&blocks, &mut slow);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

@@ -303,7 +303,7 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     use super::{LANES, Q8Rows, ROWS, lane_sum};
-    use crate::blocks::avx2::{f16, fifth_bits};
+    use crate::blocks::avx2::{f16, fifth_bits, k4_bytes, q6_bytes};
     use crate::blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
 
     /// The formats as const parameters, so that each gets its own loop with no branch on the
@@ -456,47 +456,23 @@ mod avx2 {
     unsafe fn k_sub<const KIND: u8>(blk: *const u8, j: usize) -> (__m256i, __m256i, f32) {
         // SAFETY: one whole super-block at blk.
         unsafe {
-            let low = _mm256_set1_epi8(0x0F);
             if KIND == Q4_K || KIND == Q5_K {
                 let s = std::slice::from_raw_parts(blk.add(4), 12);
                 let (sc, m) = crate::kquants::scale_min_bits(s, j);
-                let qs = if KIND == Q5_K { 48 } else { 16 };
-                let q = _mm256_loadu_si256(blk.add(qs + 32 * (j / 2)) as *const __m256i);
-                let q = if j.is_multiple_of(2) {
-                    _mm256_and_si256(q, low)
-                } else {
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), low)
-                };
                 let q = if KIND == Q5_K {
-                    // Bit j of each of the 32 high-bit bytes, moved to the fifth bit.
-                    let qh = _mm256_loadu_si256(blk.add(16) as *const __m256i);
-                    let shift = _mm_cvtsi32_si128(j as i32);
-                    let one = _mm256_and_si256(_mm256_srl_epi16(qh, shift), _mm256_set1_epi8(1));
-                    _mm256_or_si256(q, _mm256_slli_epi16::<4>(one))
+                    k4_bytes::<true>(blk, j)
                 } else {
-                    q
+                    k4_bytes::<false>(blk, j)
                 };
                 let min = -(f16(blk.add(2)) * m as f32);
                 return (q, _mm256_set1_epi16(sc as i16), min);
             }
-            let (half, k) = (j / 4, j % 4);
-            let ql = _mm256_loadu_si256(blk.add(64 * half + 32 * (k % 2)) as *const __m256i);
-            let nibble = if k < 2 {
-                _mm256_and_si256(ql, low)
-            } else {
-                _mm256_and_si256(_mm256_srli_epi16::<4>(ql), low)
-            };
-            let qh = _mm256_loadu_si256(blk.add(128 + 32 * half) as *const __m256i);
-            let shift = _mm_cvtsi32_si128(2 * k as i32);
-            let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), _mm256_set1_epi8(3));
-            let q = _mm256_or_si256(nibble, _mm256_slli_epi16::<4>(high));
-            let q = _mm256_sub_epi8(q, _mm256_set1_epi8(32));
-            let sc = blk.add(192 + 8 * half + 2 * k);
+            let sc = blk.add(192 + 8 * (j / 4) + 2 * (j % 4));
             let scales = _mm256_set_m128i(
                 _mm_set1_epi16(*sc.add(1) as i8 as i16),
                 _mm_set1_epi16(*sc as i8 as i16),
             );
-            (q, scales, 0.0)
+            (q6_bytes(blk, j), scales, 0.0)
         }
     }
 
