@@ -104,6 +104,11 @@ impl BlockFormat {
         );
         #[cfg(target_arch = "x86_64")]
         if crate::simd_available() {
+            if avx512::covers(self) {
+                // SAFETY: AVX-512F is present (`covers`); lengths checked above.
+                unsafe { avx512::dequantize(self, blocks, out) };
+                return;
+            }
             // SAFETY: AVX2 and F16C are present; lengths checked above.
             unsafe { avx2::dequantize(self, blocks, out) };
             return;
@@ -563,6 +568,87 @@ pub(crate) mod avx2 {
     }
 }
 
+/// Dequantization of the 4- and 8-bit formats with AVX-512F: sixteen values per instruction
+/// where AVX2 takes eight, the same exactly rounded multiply and add per value (so the same
+/// bits). A decode step at batch 1 dequantizes every weight it reads (measured: SmolLM2's exact
+/// batch-1 decode spent ~45 % of its time there with AVX2).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{BLOCK_ELEMS, BlockFormat};
+    use crate::blocks::avx2::f16;
+
+    /// Whether this path dequantizes `format` on this CPU.
+    pub(super) fn covers(format: BlockFormat) -> bool {
+        matches!(
+            format,
+            BlockFormat::Q4_0 | BlockFormat::Q4_1 | BlockFormat::Q8_0
+        ) && std::arch::is_x86_feature_detected!("avx512f")
+    }
+
+    /// Sixteen integers as f32, `· d`, and for Q4_1 `+ m`, stored at `out`.
+    ///
+    /// # Safety
+    /// AVX-512F present; `out` has room for 16 values.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn store_scaled<const MIN: bool>(ints: __m512i, d: __m512, m: __m512, out: *mut f32) {
+        let v = _mm512_mul_ps(_mm512_cvtepi32_ps(ints), d);
+        let v = if MIN { _mm512_add_ps(v, m) } else { v };
+        // SAFETY: room for 16 values.
+        unsafe { _mm512_storeu_ps(out, v) };
+    }
+
+    /// # Safety
+    /// AVX-512F and F16C present; `blocks` whole blocks of a covered `format`, `out` their
+    /// values.
+    #[target_feature(enable = "avx512f,avx2,f16c")]
+    pub(super) unsafe fn dequantize(format: BlockFormat, blocks: &[u8], out: &mut [f32]) {
+        let bb = format.block_bytes();
+        let mask = _mm_set1_epi8(0x0F);
+        let eight = _mm512_set1_epi32(8);
+        for (i, o) in out.chunks_exact_mut(BLOCK_ELEMS).enumerate() {
+            // SAFETY: block i has bb bytes; o has 32 values.
+            unsafe {
+                let b = blocks.as_ptr().add(i * bb);
+                let d = _mm512_set1_ps(f16(b));
+                let o = o.as_mut_ptr();
+                match format {
+                    BlockFormat::Q8_0 => {
+                        for j in 0..2 {
+                            let q = _mm_loadu_si128(b.add(2 + 16 * j) as *const __m128i);
+                            let ints = _mm512_cvtepi8_epi32(q);
+                            store_scaled::<false>(ints, d, d, o.add(16 * j));
+                        }
+                    }
+                    BlockFormat::Q4_0 | BlockFormat::Q4_1 => {
+                        let q4_1 = format == BlockFormat::Q4_1;
+                        let (m, qs) = if q4_1 {
+                            (_mm512_set1_ps(f16(b.add(2))), b.add(4))
+                        } else {
+                            (_mm512_setzero_ps(), b.add(2))
+                        };
+                        let q = _mm_loadu_si128(qs as *const __m128i);
+                        let lo = _mm_and_si128(q, mask);
+                        let hi = _mm_and_si128(_mm_srli_epi16::<4>(q), mask);
+                        for (j, bytes) in [lo, hi].into_iter().enumerate() {
+                            let ints = _mm512_cvtepu8_epi32(bytes);
+                            if q4_1 {
+                                store_scaled::<true>(ints, d, m, o.add(16 * j));
+                            } else {
+                                let ints = _mm512_sub_epi32(ints, eight);
+                                store_scaled::<false>(ints, d, m, o.add(16 * j));
+                            }
+                        }
+                    }
+                    other => unreachable!("{other:?}: not covered (see `covers`)"),
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -642,14 +728,22 @@ mod tests {
 
     #[test]
     fn simd_and_portable_dequantization_agree_bit_for_bit() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         for format in BlockFormat::ALL {
             let blocks = random_blocks(format, 40, 9);
             let mut fast = vec![0.0; 40 * format.block_elems()];
             let mut slow = vec![0.0; 40 * format.block_elems()];
             format.dequantize_into(&blocks, &mut fast);
             format.dequantize_portable(&blocks, &mut slow);
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&fast), bits(&slow), "{format:?}");
+            // Where dequantize_into took AVX-512, the AVX2 path too.
+            #[cfg(target_arch = "x86_64")]
+            if crate::simd_available() && avx512::covers(format) {
+                let mut v = vec![0.0; fast.len()];
+                // SAFETY: AVX2 + F16C present (simd_available); lengths as above.
+                unsafe { avx2::dequantize(format, &blocks, &mut v) };
+                assert_eq!(bits(&v), bits(&slow), "{format:?}, AVX2");
+            }
         }
     }
 
