@@ -313,28 +313,45 @@ pub(crate) mod avx2 {
         unsafe { _mm256_storeu_ps(out, v) };
     }
 
-    /// The 4-bit formats: `MIN` for Q4_1 (`q·d + m`), else Q4_0 (`(q - 8)·d`).
+    /// The 4- and 5-bit formats: `MIN` for Q4_1 and Q5_1 (`q·d + m`), else Q4_0 and Q5_0
+    /// (`(q - 8)·d`, `(q - 16)·d`); `FIVE` for the 5-bit ones, whose fifth bit per value comes
+    /// from the block's 32 high bits (as [`crate::kquants`]' portable code).
     ///
     /// # Safety
     /// AVX2 + F16C present; `blocks` whole blocks, `out` their values.
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn nibbles<const MIN: bool>(blocks: &[u8], out: &mut [f32]) {
-        let bb = if MIN { 20 } else { 18 };
+    unsafe fn nibbles<const MIN: bool, const FIVE: bool>(blocks: &[u8], out: &mut [f32]) {
+        let bb = 18 + if MIN { 2 } else { 0 } + if FIVE { 4 } else { 0 };
         let mask = _mm_set1_epi8(0x0F);
-        let eight = _mm256_set1_epi32(8);
+        let high = _mm_set1_epi8(0x10);
+        let bias = _mm256_set1_epi32(if FIVE { 16 } else { 8 });
         for (i, o) in out.chunks_exact_mut(BLOCK_ELEMS).enumerate() {
             // SAFETY: block i has bb bytes; o has 32 values.
             unsafe {
                 let b = blocks.as_ptr().add(i * bb);
                 let d = f16_at(b);
-                let (m, qs) = if MIN {
+                let (m, rest) = if MIN {
                     (f16_at(b.add(2)), b.add(4))
                 } else {
                     (_mm256_setzero_ps(), b.add(2))
                 };
+                let qs = if FIVE { rest.add(4) } else { rest };
                 let q = _mm_loadu_si128(qs as *const __m128i);
                 let lo = _mm_and_si128(q, mask);
                 let hi = _mm_and_si128(_mm_srli_epi16::<4>(q), mask);
+                let (lo, hi) = if FIVE {
+                    let bits = fifth_bits(std::ptr::read_unaligned(rest as *const u32));
+                    let (bl, bh) = (
+                        _mm256_castsi256_si128(bits),
+                        _mm256_extracti128_si256::<1>(bits),
+                    );
+                    (
+                        _mm_or_si128(lo, _mm_and_si128(bl, high)),
+                        _mm_or_si128(hi, _mm_and_si128(bh, high)),
+                    )
+                } else {
+                    (lo, hi)
+                };
                 let o = o.as_mut_ptr();
                 for (j, bytes) in [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)]
                     .into_iter()
@@ -344,7 +361,7 @@ pub(crate) mod avx2 {
                     let ints = if MIN {
                         ints
                     } else {
-                        _mm256_sub_epi32(ints, eight)
+                        _mm256_sub_epi32(ints, bias)
                     };
                     store_scaled::<MIN>(ints, d, m, o.add(8 * j));
                 }
@@ -368,50 +385,6 @@ pub(crate) mod avx2 {
         );
         let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
         _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit)
-    }
-
-    /// The 5-bit formats: `MIN` for Q5_1 (`q·d + m`), else Q5_0 (`(q - 16)·d`), `q` a nibble
-    /// and the fifth bit from the block's 32 high bits, as [`crate::kquants`]' portable code.
-    ///
-    /// # Safety
-    /// AVX2 + F16C present; `blocks` whole blocks, `out` their values.
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn nibbles5<const MIN: bool>(blocks: &[u8], out: &mut [f32]) {
-        let bb = if MIN { 24 } else { 22 };
-        let mask = _mm_set1_epi8(0x0F);
-        let high = _mm_set1_epi8(0x10);
-        let sixteen = _mm256_set1_epi32(16);
-        for (i, o) in out.chunks_exact_mut(BLOCK_ELEMS).enumerate() {
-            // SAFETY: block i has bb bytes; o has 32 values.
-            unsafe {
-                let b = blocks.as_ptr().add(i * bb);
-                let d = f16_at(b);
-                let (m, qh) = if MIN {
-                    (f16_at(b.add(2)), b.add(4))
-                } else {
-                    (_mm256_setzero_ps(), b.add(2))
-                };
-                let bits = fifth_bits(std::ptr::read_unaligned(qh as *const u32));
-                let q = _mm_loadu_si128(qh.add(4) as *const __m128i);
-                let lo = _mm_and_si128(q, mask);
-                let hi = _mm_and_si128(_mm_srli_epi16::<4>(q), mask);
-                let lo = _mm_or_si128(lo, _mm_and_si128(_mm256_castsi256_si128(bits), high));
-                let hi = _mm_or_si128(hi, _mm_and_si128(_mm256_extracti128_si256::<1>(bits), high));
-                let o = o.as_mut_ptr();
-                for (j, bytes) in [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)]
-                    .into_iter()
-                    .enumerate()
-                {
-                    let ints = _mm256_cvtepu8_epi32(bytes);
-                    let ints = if MIN {
-                        ints
-                    } else {
-                        _mm256_sub_epi32(ints, sixteen)
-                    };
-                    store_scaled::<MIN>(ints, d, m, o.add(8 * j));
-                }
-            }
-        }
     }
 
     /// Sub-block `j` (0..8) of the Q4_K (`HIGH = false`) or Q5_K super-block at `b` as 32
@@ -555,11 +528,11 @@ pub(crate) mod avx2 {
         // SAFETY: forwarded.
         unsafe {
             match format {
-                BlockFormat::Q4_0 => nibbles::<false>(blocks, out),
-                BlockFormat::Q4_1 => nibbles::<true>(blocks, out),
+                BlockFormat::Q4_0 => nibbles::<false, false>(blocks, out),
+                BlockFormat::Q4_1 => nibbles::<true, false>(blocks, out),
                 BlockFormat::Q8_0 => bytes(blocks, out),
-                BlockFormat::Q5_0 => nibbles5::<false>(blocks, out),
-                BlockFormat::Q5_1 => nibbles5::<true>(blocks, out),
+                BlockFormat::Q5_0 => nibbles::<false, true>(blocks, out),
+                BlockFormat::Q5_1 => nibbles::<true, true>(blocks, out),
                 BlockFormat::Q4_K => kquant::<4>(blocks, out),
                 BlockFormat::Q5_K => kquant::<5>(blocks, out),
                 BlockFormat::Q6_K => kquant::<6>(blocks, out),

@@ -144,14 +144,37 @@ unsafe fn columns(w: &QuantizedMatrix, x: &Q8Rows, c0: usize, c1: usize, y: *mut
         return;
     }
     let _ = simd;
+    // SAFETY: forwarded.
+    unsafe {
+        each_column(w, x, c0, c1, y, |wrow, r0, out| {
+            portable_dot_rows(w.format(), wrow, x, r0, out)
+        })
+    }
+}
+
+/// The loop both paths of [`columns`] share: output columns `c0..c1`, one weight row at a
+/// time, its dot products with up to [`ROWS`] activation rows at a time from `dot(weight row,
+/// first activation row, outputs)`, written into the row-major `[m, n]` `y`.
+///
+/// # Safety
+/// As [`columns`].
+#[inline(always)]
+unsafe fn each_column(
+    w: &QuantizedMatrix,
+    x: &Q8Rows,
+    c0: usize,
+    c1: usize,
+    y: *mut f32,
+    mut dot: impl FnMut(&[u8], usize, &mut [f32]),
+) {
     let (m, n) = (x.rows(), w.rows());
     let mut col = [0.0f32; ROWS];
     for c in c0..c1 {
         for r0 in (0..m).step_by(ROWS) {
             let take = (m - r0).min(ROWS);
-            portable_dot_rows(w.format(), w.row_bytes_of(c), x, r0, &mut col[..take]);
+            dot(w.row_bytes_of(c), r0, &mut col[..take]);
             for (r, v) in col[..take].iter().enumerate() {
-                // SAFETY: y holds m × n values (the caller's contract).
+                // SAFETY: y holds m × n values and c < n (the caller's contract).
                 unsafe { *y.add((r0 + r) * n + c) = *v };
             }
         }
@@ -302,7 +325,7 @@ fn portable_dot_rows(format: BlockFormat, wrow: &[u8], x: &Q8Rows, r0: usize, ou
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{LANES, Q8Rows, ROWS, lane_sum};
+    use super::{LANES, Q8Rows, lane_sum};
     use crate::blocks::avx2::{f16, fifth_bits, k4_bytes, q6_bytes};
     use crate::blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
 
@@ -388,60 +411,33 @@ mod avx2 {
         unsafe { std::ptr::read_unaligned(b.add(off - 4) as *const u32) }
     }
 
-    /// One weight row's dot products with `R` activation rows from `r0`, as
-    /// [`super::portable_dot_rows`] computes them; the `R` accumulators live in registers.
+    /// Block `b` of the weight row at `wrow` as the row kernel multiplies it: its 32 values
+    /// as bytes (unsigned where [`has_min`], else signed), each product pair's integer
+    /// multiplier (1 for the 32-value formats, the sub-block scales for the K-quants), the
+    /// float scale `d` and the minimum's factor (0 without one). For the K-quants, block `b` is
+    /// sub-block `b % 8` of super-block `b / 8`.
     ///
     /// # Safety
-    /// AVX2 + F16C present; `wrow` one row of `x.blocks` blocks of `KIND`; rows `r0..r0 + R`
-    /// exist in `x`; `out` holds `R` values.
+    /// AVX2 + F16C present; `wrow` holds block `b` of `KIND`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn group<const KIND: u8, const R: usize>(
-        wrow: &[u8],
-        x: &Q8Rows,
-        r0: usize,
-        out: &mut [f32],
-    ) {
+    #[inline]
+    unsafe fn sub<const KIND: u8>(wrow: *const u8, b: usize) -> (__m256i, __m256i, f32, f32) {
         let bb = format::<KIND>().block_bytes();
-        let nb = x.blocks;
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = [_mm256_setzero_ps(); R];
-        let mut mins = [0.0f32; R];
-        let (xq, xd, xs) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
-        for b in 0..nb {
-            // SAFETY: block b of the row, and block b of rows r0..r0 + R of x, exist.
-            unsafe {
-                let blk = wrow.as_ptr().add(b * bb);
-                let dw = f16(blk);
-                let wv = block_vector::<KIND>(blk);
-                let wabs = if has_min(KIND) {
-                    wv
+        // SAFETY: block b of the row exists.
+        unsafe {
+            if is_k(KIND) {
+                let blk = wrow.add(b / 8 * bb);
+                let (wv, scales, min) = k_sub::<KIND>(blk, b % 8);
+                let d = if KIND == Q6_K {
+                    f16(blk.add(208))
                 } else {
-                    _mm256_sign_epi8(wv, wv)
+                    f16(blk)
                 };
-                let m = if has_min(KIND) { f16(blk.add(2)) } else { 0.0 };
-                for r in 0..R {
-                    let i = (r0 + r) * nb + b;
-                    let xv = _mm256_loadu_si256(xq.add(i * BLOCK_ELEMS) as *const __m256i);
-                    let xv = if has_min(KIND) {
-                        xv
-                    } else {
-                        _mm256_sign_epi8(xv, wv)
-                    };
-                    let pairs = _mm256_maddubs_epi16(wabs, xv);
-                    let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                    let scale = _mm256_set1_ps(dw * *xd.add(i));
-                    acc[r] = _mm256_fmadd_ps(lanes, scale, acc[r]);
-                    if has_min(KIND) {
-                        mins[r] += m * *xs.add(i);
-                    }
-                }
+                return (wv, scales, d, min);
             }
-        }
-        for r in 0..R {
-            let mut l = [0.0f32; LANES];
-            // SAFETY: l holds 8 floats.
-            unsafe { _mm256_storeu_ps(l.as_mut_ptr(), acc[r]) };
-            out[r] = lane_sum(&l) + mins[r];
+            let blk = wrow.add(b * bb);
+            let m = if has_min(KIND) { f16(blk.add(2)) } else { 0.0 };
+            (block_vector::<KIND>(blk), _mm256_set1_epi16(1), f16(blk), m)
         }
     }
 
@@ -476,56 +472,46 @@ mod avx2 {
         }
     }
 
-    /// As [`group`] for the K-quants: per sub-block of 32 the integer products summed in 8
-    /// lanes of 4 and multiplied by their sub-block scale (`madd` with the scales), then as
-    /// the 32-value formats; Q4_K's minimum terms summed beside.
+    /// One weight row's dot products with `R` activation rows from `r0`, as
+    /// [`super::portable_dot_rows`] computes them; the `R` accumulators live in registers.
     ///
     /// # Safety
-    /// As [`group`], `wrow` of `KIND` super-blocks.
+    /// AVX2 + F16C present; `wrow` one row of `x.blocks` blocks of `KIND`; rows `r0..r0 + R`
+    /// exist in `x`; `out` holds `R` values.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn group_k<const KIND: u8, const R: usize>(
+    unsafe fn group<const KIND: u8, const R: usize>(
         wrow: &[u8],
         x: &Q8Rows,
         r0: usize,
         out: &mut [f32],
     ) {
-        let bb = format::<KIND>().block_bytes();
         let nb = x.blocks;
         let mut acc = [_mm256_setzero_ps(); R];
         let mut mins = [0.0f32; R];
         let (xq, xd, xs) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
-        for sb in 0..nb / 8 {
-            // SAFETY: super-block sb of the row, and its 8 blocks in rows r0..r0 + R of x.
+        for b in 0..nb {
+            // SAFETY: block b of the row, and block b of rows r0..r0 + R of x, exist.
             unsafe {
-                let blk = wrow.as_ptr().add(sb * bb);
-                let d = if KIND == Q6_K {
-                    f16(blk.add(208))
+                let (wv, mult, dw, m) = sub::<KIND>(wrow.as_ptr(), b);
+                let wabs = if has_min(KIND) {
+                    wv
                 } else {
-                    f16(blk)
+                    _mm256_sign_epi8(wv, wv)
                 };
-                for j in 0..8 {
-                    let (wv, scales, min) = k_sub::<KIND>(blk, j);
-                    let wabs = if has_min(KIND) {
-                        wv
+                for r in 0..R {
+                    let i = (r0 + r) * nb + b;
+                    let xv = _mm256_loadu_si256(xq.add(i * BLOCK_ELEMS) as *const __m256i);
+                    let xv = if has_min(KIND) {
+                        xv
                     } else {
-                        _mm256_sign_epi8(wv, wv)
+                        _mm256_sign_epi8(xv, wv)
                     };
-                    let b = sb * 8 + j;
-                    for r in 0..R {
-                        let i = (r0 + r) * nb + b;
-                        let xv = _mm256_loadu_si256(xq.add(i * BLOCK_ELEMS) as *const __m256i);
-                        let xv = if has_min(KIND) {
-                            xv
-                        } else {
-                            _mm256_sign_epi8(xv, wv)
-                        };
-                        let pairs = _mm256_maddubs_epi16(wabs, xv);
-                        let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, scales));
-                        let scale = _mm256_set1_ps(d * *xd.add(i));
-                        acc[r] = _mm256_fmadd_ps(lanes, scale, acc[r]);
-                        if has_min(KIND) {
-                            mins[r] += min * *xs.add(i);
-                        }
+                    let pairs = _mm256_maddubs_epi16(wabs, xv);
+                    let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, mult));
+                    let scale = _mm256_set1_ps(dw * *xd.add(i));
+                    acc[r] = _mm256_fmadd_ps(lanes, scale, acc[r]);
+                    if has_min(KIND) {
+                        mins[r] += m * *xs.add(i);
                     }
                 }
             }
@@ -548,15 +534,11 @@ mod avx2 {
             let r = r0 + g * GROUP;
             // SAFETY: forwarded, `o.len()` rows from `r`.
             unsafe {
-                match (is_k(KIND), o.len()) {
-                    (false, 1) => group::<KIND, 1>(wrow, x, r, o),
-                    (false, 2) => group::<KIND, 2>(wrow, x, r, o),
-                    (false, 3) => group::<KIND, 3>(wrow, x, r, o),
-                    (false, _) => group::<KIND, GROUP>(wrow, x, r, o),
-                    (true, 1) => group_k::<KIND, 1>(wrow, x, r, o),
-                    (true, 2) => group_k::<KIND, 2>(wrow, x, r, o),
-                    (true, 3) => group_k::<KIND, 3>(wrow, x, r, o),
-                    (true, _) => group_k::<KIND, GROUP>(wrow, x, r, o),
+                match o.len() {
+                    1 => group::<KIND, 1>(wrow, x, r, o),
+                    2 => group::<KIND, 2>(wrow, x, r, o),
+                    3 => group::<KIND, 3>(wrow, x, r, o),
+                    _ => group::<KIND, GROUP>(wrow, x, r, o),
                 }
             }
         }
@@ -658,19 +640,12 @@ mod avx2 {
         c1: usize,
         y: *mut f32,
     ) {
-        let (m, n) = (x.rows(), w.rows());
-        let mut col = [0.0f32; ROWS];
-        for c in c0..c1 {
-            for r0 in (0..m).step_by(ROWS) {
-                let take = (m - r0).min(ROWS);
-                // SAFETY: column c < n of rows r0..r0 + take < m.
-                unsafe {
-                    rows_of::<KIND>(w.row_bytes_of(c), x, r0, &mut col[..take]);
-                    for (r, v) in col[..take].iter().enumerate() {
-                        *y.add((r0 + r) * n + c) = *v;
-                    }
-                }
-            }
+        // SAFETY: forwarded; each weight row is one of w's rows of KIND, the activation rows
+        // r0..r0 + out.len() exist in x.
+        unsafe {
+            super::each_column(w, x, c0, c1, y, |wrow, r0, out| {
+                rows_of::<KIND>(wrow, x, r0, out)
+            })
         }
     }
 }
