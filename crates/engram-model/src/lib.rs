@@ -14,6 +14,7 @@ pub mod attention;
 pub mod block;
 pub mod config;
 pub mod cpu_matmul;
+pub mod cpu_ops;
 pub mod device;
 pub mod error;
 pub mod generate;

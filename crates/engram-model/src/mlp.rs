@@ -18,12 +18,14 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// Applies the block to `x: [batch, seq, hidden]`.
+    /// Applies the block to `x: [batch, seq, hidden]` (`silu(g) · u` in one pass on the CPU
+    /// backend's inference: [`crate::cpu_ops::swiglu`], the same bits).
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         // gate's and up's adapters share one prepared input (cast, dropout mask).
         let xa = shared_adapter_input(&[&self.gate_proj, &self.up_proj], &x);
-        let g = silu(self.gate_proj.forward_prepared(x.clone(), xa.clone()));
-        self.down_proj
-            .forward(g * self.up_proj.forward_prepared(x, xa))
+        let g = self.gate_proj.forward_prepared(x.clone(), xa.clone());
+        let u = self.up_proj.forward_prepared(x, xa);
+        let h = crate::cpu_ops::swiglu(&g, &u).unwrap_or_else(|| silu(g) * u);
+        self.down_proj.forward(h)
     }
 }

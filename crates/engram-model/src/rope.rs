@@ -179,8 +179,17 @@ impl Rotary {
 
 /// `x * cos + rotate_half(x) * sin` for `x: [batch, seq, heads, head_dim]` (contiguous, as a
 /// projection's output reshaped) and tables from [`Rotary`] (`sin` signed, `[batch or 1, seq,
-/// 1, head_dim]`), as `x * cos + swap_halves(x) * sin`.
+/// 1, head_dim]`), as `x * cos + swap_halves(x) * sin` (in one pass on the CPU backend's
+/// inference: [`crate::cpu_ops::rotary`], the same bits).
 pub fn apply_rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+    match crate::cpu_ops::rotary(&x, cos, sin) {
+        Some(y) => y,
+        None => rotary_ops(x, cos, sin),
+    }
+}
+
+/// [`apply_rotary`] in Burn ops (every backend).
+pub(crate) fn rotary_ops(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     let [b, t, h, hd] = x.dims();
     let swapped = x
         .clone()
