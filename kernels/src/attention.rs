@@ -10,11 +10,15 @@
 //!
 //! Numerics as transformers' eager attention: scores `q·k` in f32 scaled by `scale`, masked keys
 //! left out (transformers fills them with the f32 minimum, whose `exp` is 0), softmax in f32
-//! with the maximum subtracted, probabilities normalized before they weight the values. Dot
-//! products run over 8 lanes folded in a fixed order (the AVX2 and portable paths are the same
-//! code, compiled with and without AVX2, and give the same bits).
+//! with the maximum subtracted (its exponentials glibc's `expf`, bit for bit: [`crate::exp`]),
+//! probabilities normalized before they weight the values. Dot products run over 8 lanes folded
+//! in a fixed order. The AVX2 path does the portable path's operations in its order, so the two
+//! give the same bits (tested); it reads each block of a kv head's keys and values once for all
+//! the query heads that share it.
 
 use rayon::prelude::*;
+
+use crate::exp::expf;
 
 /// Lanes of the dot products.
 const LANES: usize = 8;
@@ -180,24 +184,48 @@ impl KvBuffer {
             assert_eq!(m.len(), b * t * len, "mask for [{b}, {t}, {len}]");
         }
         let groups = heads / kv;
-        let task = |(bh, out): (usize, &mut [f32])| {
-            let (bi, h) = (bh / heads, bh % heads);
-            let base = (bi * kv + h / groups) * self.capacity * d;
+        let threads = rayon::current_num_threads();
+        let macs = 2 * b * heads * t * len * d;
+        let parallel = macs >= PARALLEL_MIN_MACS && threads > 1;
+        // Query heads per task: all those of a kv head (its keys and values then read once for
+        // them all), unless that leaves too few tasks to share among the threads.
+        let sub = if parallel {
+            (1..=groups)
+                .rev()
+                .find(|&n| groups.is_multiple_of(n) && b * heads / n >= 2 * threads)
+                .unwrap_or(1)
+        } else {
+            groups
+        };
+        let task = |(i, out): (usize, &mut [f32])| {
+            let (bi, h0) = (i * sub / heads, i * sub % heads);
+            let base = (bi * kv + h0 / groups) * self.capacity * d;
             let keys = &self.k[base..base + len * d];
             let values = &self.v[base..base + len * d];
             for s in 0..t {
-                let query = &q[((bi * t + s) * heads + h) * d..][..d];
+                let queries = &q[((bi * t + s) * heads + h0) * d..][..sub * d];
                 let visible = mask.map(|m| &m[(bi * t + s) * len..][..len]);
-                head(query, keys, values, visible, scale, &mut out[s * d..][..d]);
+                heads_of_group(
+                    queries,
+                    d,
+                    keys,
+                    values,
+                    visible,
+                    scale,
+                    &mut out[s * d..],
+                    t * d,
+                );
             }
         };
         // Per (row, head) outputs, [batch, heads, t, head_dim]; then in the projection's order.
         let mut by_head = vec![0f32; b * heads * t * d];
-        let macs = 2 * b * heads * t * len * d;
-        if macs < PARALLEL_MIN_MACS || rayon::current_num_threads() == 1 {
-            by_head.chunks_mut(t * d).enumerate().for_each(task);
+        if parallel {
+            by_head
+                .par_chunks_mut(sub * t * d)
+                .enumerate()
+                .for_each(task);
         } else {
-            by_head.par_chunks_mut(t * d).enumerate().for_each(task);
+            by_head.chunks_mut(sub * t * d).enumerate().for_each(task);
         }
         if t == 1 {
             return by_head;
@@ -216,34 +244,200 @@ impl KvBuffer {
     }
 }
 
-/// One query's attention over `keys`/`values` (`[len, d]`), into `out` (`[d]`).
-fn head(
-    query: &[f32],
+/// The attention of the query heads that read one kv head, over its `keys`/`values` (`[len,
+/// d]`): query `g` (`queries[g·d..][..d]`) into `out[g·stride..][..d]`. Each is
+/// [`head_portable`]'s computation, whichever path runs.
+#[allow(clippy::too_many_arguments)]
+fn heads_of_group(
+    queries: &[f32],
+    d: usize,
     keys: &[f32],
     values: &[f32],
     masked: Option<&[bool]>,
     scale: f32,
     out: &mut [f32],
+    stride: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
     if crate::simd_available() {
-        // SAFETY: AVX2 and FMA are present (checked above).
-        return unsafe { head_avx2(query, keys, values, masked, scale, out) };
+        // SAFETY (every arm): AVX2 and FMA are present (checked above); the head width is
+        // the arm's.
+        unsafe {
+            let run = match d {
+                8 => avx2::heads::<1>,
+                16 => avx2::heads::<2>,
+                32 => avx2::heads::<4>,
+                64 => avx2::heads::<8>,
+                96 => avx2::heads::<12>,
+                128 => avx2::heads::<16>,
+                _ => return heads_portable(queries, d, keys, values, masked, scale, out, stride),
+            };
+            return run(queries, keys, values, masked, scale, out, stride);
+        }
     }
-    head_portable(query, keys, values, masked, scale, out)
+    heads_portable(queries, d, keys, values, masked, scale, out, stride)
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn head_avx2(
-    query: &[f32],
+/// [`heads_of_group`] one query at a time.
+#[allow(clippy::too_many_arguments)]
+fn heads_portable(
+    queries: &[f32],
+    d: usize,
     keys: &[f32],
     values: &[f32],
     masked: Option<&[bool]>,
     scale: f32,
     out: &mut [f32],
+    stride: usize,
 ) {
-    head_portable(query, keys, values, masked, scale, out)
+    for (g, query) in queries.chunks_exact(d).enumerate() {
+        let o = &mut out[g * stride..][..d];
+        head_portable(query, keys, values, masked, scale, o);
+    }
+}
+
+/// [`head_portable`]'s operations, in its order for each query, with AVX2 registers, for the
+/// queries of one kv head together: each block of keys and values is read once for them all
+/// (from memory once, then from L1), four keys' dot products run at a time (four independent
+/// chains where the portable loop waits on one), a head's output is accumulated in registers
+/// across a block of keys, and the exponentials ([`crate::exp`]) and the probabilities'
+/// normalization run eight at a time (division is exactly rounded: the same quotients).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::expf;
+    use crate::exp::avx2::exp8;
+
+    /// Keys whose dot products run together.
+    const KEYS: usize = 4;
+    /// Keys per block that every query of the group reads before the next block (64 keys of
+    /// 64 f32 values: 16 KiB, half of a typical L1 data cache).
+    const BLOCK: usize = 64;
+
+    /// [`super::dot`]'s fold of 8 lanes (`[0..4] + [4..8]`, then pairs, then the first two)
+    /// plus its empty tail.
+    #[target_feature(enable = "avx2,fma")]
+    fn fold(a: __m256) -> f32 {
+        let s4 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps::<1>(a));
+        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<1>(s2, s2));
+        _mm_cvtss_f32(s1) + 0.0
+    }
+
+    /// [`super::heads_of_group`] for heads of `8·C` values.
+    ///
+    /// # Safety
+    /// AVX2 present; `queries` holds whole heads of `8·C` values, `keys` and `values` whole
+    /// rows of them, `out` each query's `8·C` outputs `stride` apart.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn heads<const C: usize>(
+        queries: &[f32],
+        keys: &[f32],
+        values: &[f32],
+        masked: Option<&[bool]>,
+        scale: f32,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        let d = 8 * C;
+        let (n, len) = (queries.len() / d, keys.len() / d);
+        let hidden = |j: usize| masked.is_some_and(|m| m[j]);
+        let (kp, vp) = (keys.as_ptr(), values.as_ptr());
+        let mut scores = vec![f32::NEG_INFINITY; n * len];
+        let mut maxima = vec![f32::NEG_INFINITY; n];
+        for b0 in (0..len).step_by(BLOCK) {
+            let b1 = (b0 + BLOCK).min(len);
+            for (g, (row, max)) in scores.chunks_exact_mut(len).zip(&mut maxima).enumerate() {
+                let qp = queries[g * d..].as_ptr();
+                let mut j = b0;
+                while j < b1 {
+                    let take = (b1 - j).min(KEYS);
+                    let mut acc = [_mm256_setzero_ps(); KEYS];
+                    for c in 0..C {
+                        // SAFETY: chunk c of query g and of keys j..j + take exists.
+                        unsafe {
+                            let q = _mm256_loadu_ps(qp.add(8 * c));
+                            for (kk, a) in acc.iter_mut().enumerate().take(take) {
+                                let k = _mm256_loadu_ps(kp.add((j + kk) * d + 8 * c));
+                                *a = _mm256_add_ps(*a, _mm256_mul_ps(q, k));
+                            }
+                        }
+                    }
+                    for (kk, a) in acc.iter().enumerate().take(take) {
+                        if !hidden(j + kk) {
+                            let s = fold(*a) * scale;
+                            row[j + kk] = s;
+                            *max = max.max(s);
+                        }
+                    }
+                    j += take;
+                }
+            }
+        }
+        for (row, &max) in scores.chunks_exact_mut(len).zip(&maxima) {
+            assert!(max > f32::NEG_INFINITY, "a query sees no key");
+            // A hidden key's score is -inf: its exponential is 0, as the portable path sets.
+            let mut sum = 0f32;
+            let maxes = _mm256_set1_ps(max);
+            let mut chunks = row.chunks_exact_mut(8);
+            for p in &mut chunks {
+                // SAFETY: p holds 8 values.
+                unsafe {
+                    let x = _mm256_sub_ps(_mm256_loadu_ps(p.as_ptr()), maxes);
+                    _mm256_storeu_ps(p.as_mut_ptr(), exp8(x));
+                }
+                for v in p.iter() {
+                    sum += v;
+                }
+            }
+            for p in chunks.into_remainder() {
+                *p = expf(*p - max);
+                sum += *p;
+            }
+            let sums = _mm256_set1_ps(sum);
+            let mut chunks = row.chunks_exact_mut(8);
+            for p in &mut chunks {
+                // SAFETY: p holds 8 values.
+                unsafe {
+                    let v = _mm256_div_ps(_mm256_loadu_ps(p.as_ptr()), sums);
+                    _mm256_storeu_ps(p.as_mut_ptr(), v);
+                }
+            }
+            for p in chunks.into_remainder() {
+                *p /= sum;
+            }
+        }
+        for g in 0..n {
+            out[g * stride..][..d].fill(0.0);
+        }
+        for b0 in (0..len).step_by(BLOCK) {
+            let b1 = (b0 + BLOCK).min(len);
+            for (g, row) in scores.chunks_exact(len).enumerate() {
+                let op = out[g * stride..][..d].as_mut_ptr();
+                let mut acc = [_mm256_setzero_ps(); C];
+                for (c, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: out holds query g's 8·C outputs at op.
+                    *a = unsafe { _mm256_loadu_ps(op.add(8 * c)) };
+                }
+                for (j, &p) in (b0..b1).zip(&row[b0..b1]) {
+                    if p == 0.0 {
+                        continue;
+                    }
+                    let pv = _mm256_set1_ps(p);
+                    for (c, a) in acc.iter_mut().enumerate() {
+                        // SAFETY: chunk c of value row j exists.
+                        let v = unsafe { _mm256_loadu_ps(vp.add(j * d + 8 * c)) };
+                        *a = _mm256_add_ps(*a, _mm256_mul_ps(pv, v));
+                    }
+                }
+                for (c, a) in acc.iter().enumerate() {
+                    // SAFETY: as above.
+                    unsafe { _mm256_storeu_ps(op.add(8 * c), *a) };
+                }
+            }
+        }
+    }
 }
 
 #[inline(always)]
@@ -269,7 +463,7 @@ fn head_portable(
     assert!(max > f32::NEG_INFINITY, "a query sees no key");
     let mut sum = 0f32;
     for (j, score) in scores.iter_mut().enumerate() {
-        *score = if hidden(j) { 0.0 } else { (*score - max).exp() };
+        *score = if hidden(j) { 0.0 } else { expf(*score - max) };
         sum += *score;
     }
     // Each output element sums over the keys in order (vectorized across elements, so the
@@ -424,19 +618,39 @@ mod tests {
         check(2, 4, 2, 64, &[7, 5, 3, 1], true);
         check(3, 4, 4, 32, &[1, 1, 1, 1, 1, 1, 1, 1, 1, 1], true);
         check(2, 6, 3, 12, &[9, 4], true);
-        // Long enough to run on rayon's threads.
+        // Long enough to run on rayon's threads: one query head per task (batch 1), and all
+        // of a kv head's per task, for one and for three query slots.
         check(1, 9, 3, 64, &[2000, 1], false);
+        check(4, 9, 3, 64, &[600, 1], false);
+        check(3, 8, 2, 64, &[500, 3], true);
     }
 
     #[test]
     fn the_simd_and_portable_paths_give_the_same_bits() {
-        for (d, len) in [(64, 300), (12, 17), (128, 5)] {
-            let (q, k, v) = (values(d, 6), values(len * d, 7), values(len * d, 8));
+        // Every head width the AVX2 path has a loop for (and 12, which it hands to the
+        // portable one); key counts around its blocks of four and of 64; one query and a
+        // group of three (outputs 2·d apart); scores large enough that some probabilities
+        // underflow to zero.
+        let widths = [8, 12, 16, 32, 64, 96, 128];
+        let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for (d, len) in widths
+            .into_iter()
+            .flat_map(|d| [1, 3, 5, 300].map(|l| (d, l)))
+        {
+            let (k, v) = (values(len * d, 7), values(len * d, 8));
             let mask: Vec<bool> = (0..len).map(|j| j % 5 == 3).collect();
-            let (mut a, mut b) = (vec![0f32; d], vec![0f32; d]);
-            head(&q, &k, &v, Some(&mask), 0.125, &mut a);
-            head_portable(&q, &k, &v, Some(&mask), 0.125, &mut b);
-            assert_eq!(a, b, "d {d}");
+            for (n, m) in [1, 3]
+                .into_iter()
+                .flat_map(|n| [None, Some(&mask[..])].map(|m| (n, m)))
+            {
+                let q: Vec<f32> = values(n * d, 6).iter().map(|x| x * 40.0).collect();
+                let (mut a, mut b) = (vec![0f32; 2 * n * d], vec![0f32; 2 * n * d]);
+                heads_of_group(&q, d, &k, &v, m, 0.125, &mut a, 2 * d);
+                heads_portable(&q, d, &k, &v, m, 0.125, &mut b, 2 * d);
+                let what = format!("d {d}, {len} keys, {n} queries, mask {}", m.is_some());
+                assert_eq!(bits(&a), bits(&b), "{what}");
+                assert!(a.iter().any(|x| *x != 0.0), "{what}");
+            }
         }
     }
 

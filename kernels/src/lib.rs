@@ -13,6 +13,7 @@
 
 pub mod attention;
 pub mod blocks;
+pub mod exp;
 pub mod kquants;
 pub mod matmul_nt;
 pub mod q8_dot;
