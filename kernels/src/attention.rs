@@ -205,16 +205,13 @@ impl KvBuffer {
             for s in 0..t {
                 let queries = &q[((bi * t + s) * heads + h0) * d..][..sub * d];
                 let visible = mask.map(|m| &m[(bi * t + s) * len..][..len]);
-                heads_of_group(
-                    queries,
-                    d,
+                let kv = Head {
                     keys,
                     values,
-                    visible,
+                    masked: visible,
                     scale,
-                    &mut out[s * d..],
-                    t * d,
-                );
+                };
+                heads_of_group(queries, d, kv, &mut out[s * d..], t * d);
             }
         };
         // Per (row, head) outputs, [batch, heads, t, head_dim]; then in the projection's order.
@@ -244,20 +241,20 @@ impl KvBuffer {
     }
 }
 
-/// The attention of the query heads that read one kv head, over its `keys`/`values` (`[len,
-/// d]`): query `g` (`queries[g·d..][..d]`) into `out[g·stride..][..d]`. Each is
-/// [`head_portable`]'s computation, whichever path runs.
-#[allow(clippy::too_many_arguments)]
-fn heads_of_group(
-    queries: &[f32],
-    d: usize,
-    keys: &[f32],
-    values: &[f32],
-    masked: Option<&[bool]>,
+/// What one query slot attends over: a kv head's cached keys and values (`[len, d]`), which of
+/// them it must not see, and the scores' scale.
+#[derive(Clone, Copy)]
+struct Head<'a> {
+    keys: &'a [f32],
+    values: &'a [f32],
+    masked: Option<&'a [bool]>,
     scale: f32,
-    out: &mut [f32],
-    stride: usize,
-) {
+}
+
+/// The attention of the query heads that read one kv head, over `kv`: query `g`
+/// (`queries[g·d..][..d]`) into `out[g·stride..][..d]`. Each is [`head_portable`]'s
+/// computation, whichever path runs.
+fn heads_of_group(queries: &[f32], d: usize, kv: Head<'_>, out: &mut [f32], stride: usize) {
     #[cfg(target_arch = "x86_64")]
     if crate::simd_available() {
         // SAFETY (every arm): AVX2 and FMA are present (checked above); the head width is
@@ -270,29 +267,18 @@ fn heads_of_group(
                 64 => avx2::heads::<8>,
                 96 => avx2::heads::<12>,
                 128 => avx2::heads::<16>,
-                _ => return heads_portable(queries, d, keys, values, masked, scale, out, stride),
+                _ => return heads_portable(queries, d, kv, out, stride),
             };
-            return run(queries, keys, values, masked, scale, out, stride);
+            return run(queries, kv, out, stride);
         }
     }
-    heads_portable(queries, d, keys, values, masked, scale, out, stride)
+    heads_portable(queries, d, kv, out, stride)
 }
 
 /// [`heads_of_group`] one query at a time.
-#[allow(clippy::too_many_arguments)]
-fn heads_portable(
-    queries: &[f32],
-    d: usize,
-    keys: &[f32],
-    values: &[f32],
-    masked: Option<&[bool]>,
-    scale: f32,
-    out: &mut [f32],
-    stride: usize,
-) {
+fn heads_portable(queries: &[f32], d: usize, kv: Head<'_>, out: &mut [f32], stride: usize) {
     for (g, query) in queries.chunks_exact(d).enumerate() {
-        let o = &mut out[g * stride..][..d];
-        head_portable(query, keys, values, masked, scale, o);
+        head_portable(query, kv, &mut out[g * stride..][..d]);
     }
 }
 
@@ -306,7 +292,7 @@ fn heads_portable(
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::expf;
+    use super::{Head, expf};
     use crate::exp::avx2::exp8;
 
     /// Keys whose dot products run together.
@@ -333,13 +319,11 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn heads<const C: usize>(
         queries: &[f32],
-        keys: &[f32],
-        values: &[f32],
-        masked: Option<&[bool]>,
-        scale: f32,
+        kv: Head<'_>,
         out: &mut [f32],
         stride: usize,
     ) {
+        let (keys, values, masked, scale) = (kv.keys, kv.values, kv.masked, kv.scale);
         let d = 8 * C;
         let (n, len) = (queries.len() / d, keys.len() / d);
         let hidden = |j: usize| masked.is_some_and(|m| m[j]);
@@ -441,14 +425,8 @@ mod avx2 {
 }
 
 #[inline(always)]
-fn head_portable(
-    query: &[f32],
-    keys: &[f32],
-    values: &[f32],
-    masked: Option<&[bool]>,
-    scale: f32,
-    out: &mut [f32],
-) {
+fn head_portable(query: &[f32], kv: Head<'_>, out: &mut [f32]) {
+    let (keys, values, masked, scale) = (kv.keys, kv.values, kv.masked, kv.scale);
     let d = query.len();
     let len = keys.len() / d;
     let hidden = |j: usize| masked.is_some_and(|m| m[j]);
@@ -645,8 +623,14 @@ mod tests {
             {
                 let q: Vec<f32> = values(n * d, 6).iter().map(|x| x * 40.0).collect();
                 let (mut a, mut b) = (vec![0f32; 2 * n * d], vec![0f32; 2 * n * d]);
-                heads_of_group(&q, d, &k, &v, m, 0.125, &mut a, 2 * d);
-                heads_portable(&q, d, &k, &v, m, 0.125, &mut b, 2 * d);
+                let kv = Head {
+                    keys: &k,
+                    values: &v,
+                    masked: m,
+                    scale: 0.125,
+                };
+                heads_of_group(&q, d, kv, &mut a, 2 * d);
+                heads_portable(&q, d, kv, &mut b, 2 * d);
                 let what = format!("d {d}, {len} keys, {n} queries, mask {}", m.is_some());
                 assert_eq!(bits(&a), bits(&b), "{what}");
                 assert!(a.iter().any(|x| *x != 0.0), "{what}");
