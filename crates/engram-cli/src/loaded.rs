@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use engram_model::cpu_matmul::QuantizedProduct;
 use engram_model::{Session, SessionSpec};
 
 use crate::progress::Bars;
@@ -40,5 +41,35 @@ impl ModelArgs {
             .with_context(|| format!("loading --model {}", self.model))?;
         eprintln!("{}", s.summary(&self.backend));
         Ok(s)
+    }
+}
+
+/// `--matmul`: how the CPU multiplies by a GGUF checkpoint's quantized blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MatmulArg {
+    /// The blocks dequantized to f32: the dequantized weights' products (transformers'
+    /// numbers).
+    Exact,
+    /// Activations quantized to Q8 blocks and integer dot products with the weight blocks, as
+    /// llama.cpp does, for decode at batch ≤ 4: faster, an approximation (greedy tokens can
+    /// differ from exact ones).
+    Q8,
+}
+
+impl MatmulArg {
+    /// The name, as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulArg::Exact => "exact",
+            MatmulArg::Q8 => "q8",
+        }
+    }
+
+    /// The model's setting.
+    pub fn mode(self) -> QuantizedProduct {
+        match self {
+            MatmulArg::Exact => QuantizedProduct::Exact,
+            MatmulArg::Q8 => QuantizedProduct::Q8,
+        }
     }
 }

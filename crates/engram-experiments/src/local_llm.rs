@@ -88,6 +88,7 @@ impl Llm for LocalLlm {
             max_new_tokens: req.max_tokens,
             sampling,
             stop_ids: s.stop_ids.clone(),
+            ..Default::default()
         };
         let prompt_tokens = ids.len() as u64;
         let out = generate(&s.model, &[ids], &cfg).map_err(|e| e.to_string())?;

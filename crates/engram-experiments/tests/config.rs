@@ -86,6 +86,29 @@ fn a_minimal_experiment_loads_with_defaults() {
 }
 
 #[test]
+fn answers_can_run_llama_cpp_s_products_and_the_default_keeps_the_old_hashes() {
+    use engram_model::cpu_matmul::QuantizedProduct;
+    let t = Tree::new();
+    let q8 = t.experiment("[answer]\nmatmul = \"q8\"").unwrap();
+    assert_eq!(q8.answer.matmul, QuantizedProduct::Q8);
+    assert_eq!(serde_json::to_value(&q8.answer).unwrap()["matmul"], "q8");
+    // Exact is the default, and left out of what the cells' hashes read, so results made
+    // before the key existed stay done.
+    let exact = t.experiment("").unwrap();
+    assert_eq!(exact.answer.matmul, QuantizedProduct::Exact);
+    let json = serde_json::to_value(&exact.answer).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"batch_size": 8, "max_new_tokens": 32})
+    );
+    let e = t
+        .experiment("[answer]\nmatmul = \"q4\"")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("x.toml") && e.contains("q4"), "{e}");
+}
+
+#[test]
 fn unknown_keys_are_named_with_their_file() {
     let t = Tree::new();
     let e = t.experiment("learning_rate = 3").unwrap_err().to_string();

@@ -7,13 +7,14 @@ use engram_io::Progress;
 use engram_tokenizer::{ChatTokenizer, Message};
 use serde::{Deserialize, Serialize};
 
+use crate::cpu_matmul::QuantizedProduct;
 use crate::error::{ModelError, Result};
 use crate::generate::{Generation, GenerationConfig, generate};
 use crate::llama::Llama;
 use crate::sampling::Sampling;
 
 /// How questions are answered (an experiment's `[answer]` table; the stop ids come from the
-/// tokenizer, not from files). Defaults: batches of 8, at most 32 new tokens.
+/// tokenizer, not from files). Defaults: batches of 8, at most 32 new tokens, exact products.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AnswerConfig {
@@ -21,6 +22,13 @@ pub struct AnswerConfig {
     pub batch_size: usize,
     /// Most new tokens per answer.
     pub max_new_tokens: usize,
+    /// How the CPU multiplies by a GGUF checkpoint's quantized blocks while answering:
+    /// `"exact"` (the default: the dequantized weights' products, transformers' numbers) or
+    /// `"q8"` (llama.cpp's integer dot products at batch ≤ 4: faster, an approximation whose
+    /// greedy answers can differ). Left out of a configuration's serialized form when exact, so
+    /// that the results of files that never set it keep their hashes.
+    #[serde(skip_serializing_if = "QuantizedProduct::is_exact")]
+    pub matmul: QuantizedProduct,
     /// Ids that end an answer.
     #[serde(skip)]
     pub stop_ids: Vec<u32>,
@@ -34,6 +42,7 @@ impl Default for AnswerConfig {
         Self {
             batch_size: 8,
             max_new_tokens: 32,
+            matmul: QuantizedProduct::Exact,
             stop_ids: Vec::new(),
             interrupt: engram_io::Stop::new(),
         }
@@ -60,6 +69,7 @@ impl AnswerConfig {
             max_new_tokens: self.max_new_tokens,
             sampling: Sampling::Greedy,
             stop_ids: self.stop_ids.clone(),
+            matmul: self.matmul,
         }
     }
 }

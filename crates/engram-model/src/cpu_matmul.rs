@@ -25,11 +25,12 @@
 //! lanes with fused multiply-adds: a different summation order from transformers' BLAS, as any
 //! two GEMMs differ. The parity tests hold it to the same tolerance as the rest of the model.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::cell::Cell;
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_flex::{Flex, FlexTensor};
 use engram_kernels::QuantizedMatrix;
+use serde::{Deserialize, Serialize};
 
 /// Rows (batch × new tokens) up to which products run on the kernel. Measured with cold weights
 /// on SmolLM2's shapes (2 cores), the f32 kernel against the `gemm` crate on the same `[out, in]`
@@ -43,11 +44,14 @@ pub const MAX_ROWS: usize = 64;
 /// vs 218–287 exact; batch 1: 67–84 vs 47).
 pub const Q8_MAX_ROWS: usize = 4;
 
-/// How products with quantized blocks are computed on the CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How products with quantized blocks are computed on the CPU (`"exact"` or `"q8"` in a
+/// configuration file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum QuantizedProduct {
     /// The blocks dequantized to f32 and multiplied in f32: exactly the product with the
     /// dequantized weight (transformers' numbers; the parity tests' setting).
+    #[default]
     Exact,
     /// Activations quantized to Q8 blocks and integer dot products with the weight blocks, as
     /// llama.cpp does (`engram_kernels::matmul_nt_q8`), for products of up to
@@ -55,20 +59,52 @@ pub enum QuantizedProduct {
     Q8,
 }
 
-/// The process's [`QuantizedProduct`] (`Exact` until set).
-static QUANTIZED_PRODUCT: AtomicU8 = AtomicU8::new(0);
-
-/// Sets how this process multiplies by quantized blocks on the CPU (a process-wide setting:
-/// every model loaded here follows it).
-pub fn set_quantized_product(p: QuantizedProduct) {
-    QUANTIZED_PRODUCT.store(p as u8, Ordering::SeqCst);
+impl QuantizedProduct {
+    /// Whether this is [`QuantizedProduct::Exact`] (the default, which configuration hashes
+    /// leave out).
+    pub fn is_exact(&self) -> bool {
+        *self == QuantizedProduct::Exact
+    }
 }
 
-/// How this process multiplies by quantized blocks on the CPU.
+thread_local! {
+    /// The calling thread's [`QuantizedProduct`]: a product is decided on the thread that asks
+    /// for it (rayon's threads only run its pieces), so threads answering side by side — tests,
+    /// a server — do not see each other's setting.
+    static QUANTIZED_PRODUCT: Cell<QuantizedProduct> = const { Cell::new(QuantizedProduct::Exact) };
+}
+
+/// Sets how the calling thread multiplies by quantized blocks on the CPU (until set again; see
+/// [`ProductScope`] for a setting that ends with a scope).
+pub fn set_quantized_product(p: QuantizedProduct) {
+    QUANTIZED_PRODUCT.with(|c| c.set(p));
+}
+
+/// How the calling thread multiplies by quantized blocks on the CPU ([`QuantizedProduct::Exact`]
+/// until set).
 pub fn quantized_product() -> QuantizedProduct {
-    match QUANTIZED_PRODUCT.load(Ordering::SeqCst) {
-        0 => QuantizedProduct::Exact,
-        _ => QuantizedProduct::Q8,
+    QUANTIZED_PRODUCT.with(Cell::get)
+}
+
+/// A [`QuantizedProduct`] for the calling thread while it lives; the previous one comes back
+/// when it drops ([`crate::generate`] holds one for each generation).
+#[must_use = "the setting ends when the scope drops"]
+pub struct ProductScope {
+    previous: QuantizedProduct,
+}
+
+impl ProductScope {
+    /// Sets `p` for the calling thread until the returned scope drops.
+    pub fn set(p: QuantizedProduct) -> Self {
+        let previous = quantized_product();
+        set_quantized_product(p);
+        Self { previous }
+    }
+}
+
+impl Drop for ProductScope {
+    fn drop(&mut self) {
+        set_quantized_product(self.previous);
     }
 }
 
@@ -259,6 +295,36 @@ mod tests {
             matmul_nt(&x, &e.transpose()).is_none(),
             "a strided weight is not [n, k]"
         );
+    }
+
+    #[test]
+    fn the_setting_belongs_to_the_thread_and_a_scope_restores_it() {
+        assert_eq!(quantized_product(), QuantizedProduct::Exact);
+        {
+            let _q8 = ProductScope::set(QuantizedProduct::Q8);
+            assert_eq!(quantized_product(), QuantizedProduct::Q8);
+            let other = std::thread::spawn(quantized_product).join().unwrap();
+            assert_eq!(
+                other,
+                QuantizedProduct::Exact,
+                "another thread keeps its own"
+            );
+            {
+                let _exact = ProductScope::set(QuantizedProduct::Exact);
+                assert_eq!(quantized_product(), QuantizedProduct::Exact);
+            }
+            assert_eq!(
+                quantized_product(),
+                QuantizedProduct::Q8,
+                "nested scopes unwind"
+            );
+        }
+        assert_eq!(quantized_product(), QuantizedProduct::Exact);
+        // As a configuration value.
+        let q8: QuantizedProduct = serde_json::from_str("\"q8\"").unwrap();
+        assert_eq!(q8, QuantizedProduct::Q8);
+        let err = serde_json::from_str::<QuantizedProduct>("\"q4\"").unwrap_err();
+        assert!(err.to_string().contains("q4"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use burn::tensor::{DType, Tensor};
 
+use crate::cpu_matmul::{ProductScope, QuantizedProduct};
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
 use crate::llama::Llama;
@@ -19,6 +20,9 @@ pub struct GenerationConfig {
     pub sampling: Sampling,
     /// Ids that end a row (not included in the output).
     pub stop_ids: Vec<u32>,
+    /// How the CPU multiplies by a checkpoint's quantized blocks while generating (exact by
+    /// default; see [`QuantizedProduct`]).
+    pub matmul: QuantizedProduct,
 }
 
 impl Default for GenerationConfig {
@@ -27,6 +31,7 @@ impl Default for GenerationConfig {
             max_new_tokens: 128,
             sampling: Sampling::Greedy,
             stop_ids: Vec::new(),
+            matmul: QuantizedProduct::Exact,
         }
     }
 }
@@ -189,6 +194,7 @@ fn decode(
     prefill_tokens: usize,
     cfg: &GenerationConfig,
 ) -> Result<Generation> {
+    let _products = ProductScope::set(cfg.matmul);
     let budget = cfg
         .max_new_tokens
         .min(model.config.max_position_embeddings - used);

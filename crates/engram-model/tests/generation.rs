@@ -24,6 +24,7 @@ fn batched_with_padding_equals_one_by_one() {
             max_new_tokens: 12,
             sampling: Sampling::Greedy,
             stop_ids: vec![],
+            ..Default::default()
         };
         let ps = prompts();
         let batched = generate(&model, &ps, &cfg).unwrap();
@@ -82,6 +83,7 @@ fn kv_cache_decoding_equals_full_recompute() {
         max_new_tokens: 10,
         sampling: Sampling::Greedy,
         stop_ids: vec![],
+        ..Default::default()
     };
     let cached = generate(&model, std::slice::from_ref(&p), &cfg)
         .unwrap()
@@ -109,6 +111,7 @@ fn stop_ids_end_rows_and_are_not_returned() {
             max_new_tokens: 8,
             sampling: Sampling::Greedy,
             stop_ids: vec![],
+            ..Default::default()
         },
     )
     .unwrap();
@@ -121,6 +124,7 @@ fn stop_ids_end_rows_and_are_not_returned() {
             max_new_tokens: 8,
             sampling: Sampling::Greedy,
             stop_ids: vec![stop],
+            ..Default::default()
         },
     )
     .unwrap();
@@ -147,6 +151,7 @@ fn sampling_is_seeded() {
                 seed,
             },
             stop_ids: vec![],
+            ..Default::default()
         };
         generate(&model, &ps[..2], &cfg).unwrap().tokens
     };

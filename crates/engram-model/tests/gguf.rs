@@ -243,6 +243,7 @@ fn smollm2_gguf_matches_transformers() {
             max_new_tokens: 24,
             sampling: Sampling::Greedy,
             stop_ids: stop,
+            ..Default::default()
         },
     )
     .unwrap();

@@ -44,6 +44,7 @@ fn check_model_on(name: &str, device: &Device) {
             max_new_tokens: greedy.len(),
             sampling: Sampling::Greedy,
             stop_ids: vec![],
+            ..Default::default()
         };
         let out = generate(&model, std::slice::from_ref(&ids), &cfg).unwrap();
         assert_eq!(

@@ -25,6 +25,7 @@ fn tiny_f32_on_wgpu_matches_transformers() {
             max_new_tokens: greedy.len(),
             sampling: Sampling::Greedy,
             stop_ids: vec![],
+            ..Default::default()
         };
         assert_eq!(
             generate(&model, &[ids], &cfg).unwrap().tokens[0],

@@ -13,7 +13,7 @@ use engram_lora::load_adapter;
 use engram_model::AnswerConfig;
 use serde_json::json;
 
-use crate::loaded::ModelArgs;
+use crate::loaded::{MatmulArg, ModelArgs};
 use crate::progress::Bars;
 
 /// How the facts reach the model.
@@ -62,6 +62,10 @@ pub struct AnswerArgs {
     /// Most new tokens per answer.
     #[arg(long, default_value_t = AnswerConfig::default().max_new_tokens)]
     pub max_new_tokens: usize,
+    /// How the CPU multiplies by a GGUF's quantized blocks: exact, or q8 (llama.cpp's integer
+    /// dot products: faster decode at batch ≤ 4, an approximation).
+    #[arg(long, value_enum, default_value = "exact")]
+    pub matmul: MatmulArg,
     /// Context limit for long context (default: the model's window).
     #[arg(long)]
     pub context_cap: Option<usize>,
@@ -134,6 +138,7 @@ pub fn run(a: AnswerArgs) -> Result<()> {
     let cfg = AnswerConfig {
         batch_size: a.batch_size,
         max_new_tokens: a.max_new_tokens,
+        matmul: a.matmul.mode(),
         stop_ids: session.stop_ids.clone(),
         ..Default::default()
     };

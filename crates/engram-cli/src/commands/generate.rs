@@ -5,7 +5,7 @@ use clap::Args;
 use engram_model::{GenerationConfig, Sampling, generate};
 use engram_tokenizer::Message;
 
-use crate::loaded::ModelArgs;
+use crate::loaded::{MatmulArg, ModelArgs};
 
 /// Arguments of `engram generate`.
 #[derive(Args, Debug)]
@@ -33,6 +33,10 @@ pub struct GenerateArgs {
     /// Sampling seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// How the CPU multiplies by a GGUF's quantized blocks: exact, or q8 (llama.cpp's integer
+    /// dot products: faster decode at batch ≤ 4, an approximation).
+    #[arg(long, value_enum, default_value = "exact")]
+    pub matmul: MatmulArg,
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
@@ -67,6 +71,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         max_new_tokens: args.max_new_tokens,
         sampling,
         stop_ids: loaded.stop_ids.clone(),
+        matmul: args.matmul.mode(),
     };
     let out = generate(&loaded.model, &prompts, &cfg)?;
     for (i, toks) in out.tokens.iter().enumerate() {

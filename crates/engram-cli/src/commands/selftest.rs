@@ -87,6 +87,7 @@ fn greedy(n: usize) -> GenerationConfig {
         max_new_tokens: n,
         sampling: Sampling::Greedy,
         stop_ids: vec![],
+        ..Default::default()
     }
 }
 

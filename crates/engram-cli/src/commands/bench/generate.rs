@@ -3,11 +3,11 @@
 
 use anyhow::Result;
 use clap::Args;
-use engram_model::cpu_matmul::{QuantizedProduct, set_quantized_product};
+use engram_model::cpu_matmul::ProductScope;
 use engram_model::{GenerationConfig, Sampling, generate};
 use engram_tokenizer::Message;
 
-use crate::loaded::ModelArgs;
+use crate::loaded::{MatmulArg, ModelArgs};
 
 /// Arguments of `engram bench generate`.
 #[derive(Args, Debug)]
@@ -62,15 +62,6 @@ pub struct GenerateBenchArgs {
     pub matmul: Vec<MatmulArg>,
 }
 
-/// `--matmul`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum MatmulArg {
-    /// Blocks dequantized to f32.
-    Exact,
-    /// Q8 activations, integer dot products.
-    Q8,
-}
-
 /// `--peer`: the inference engines `bench generate` measures beside engram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PeerArg {
@@ -87,23 +78,6 @@ impl PeerArg {
         match self {
             PeerArg::Transformers => "transformers",
             PeerArg::LlamaCpp => "llama.cpp",
-        }
-    }
-}
-
-impl MatmulArg {
-    /// The name the table shows (as on the command line).
-    fn name(self) -> &'static str {
-        match self {
-            MatmulArg::Exact => "exact",
-            MatmulArg::Q8 => "q8",
-        }
-    }
-
-    fn mode(self) -> QuantizedProduct {
-        match self {
-            MatmulArg::Exact => QuantizedProduct::Exact,
-            MatmulArg::Q8 => QuantizedProduct::Q8,
         }
     }
 }
@@ -235,14 +209,12 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
     let mut modes = args.matmul.clone();
     modes.dedup();
     for &mode in &modes {
-        set_quantized_product(mode.mode());
         let mut ours = Vec::new();
         for prompts in &batches {
-            ours.push(measure(&loaded.model, prompts, &args)?);
+            ours.push(measure(&loaded.model, prompts, &args, mode)?);
         }
         runs.push((mode, ours));
     }
-    set_quantized_product(QuantizedProduct::Exact);
     let mut peers = args.peer.clone();
     peers.dedup();
     let peers: Vec<(PeerArg, Result<Vec<Measured>>)> = peers
@@ -402,13 +374,12 @@ fn logprob_drift(
         return Ok(None);
     };
     let score = |mode: MatmulArg| -> Result<Vec<Vec<f64>>> {
-        set_quantized_product(mode.mode());
+        let _products = ProductScope::set(mode.mode());
         let rows = batches[i]
             .iter()
             .zip(&l.tokens)
             .map(|(p, t)| engram_model::forced_logprobs(model, p, t))
             .collect::<std::result::Result<Vec<_>, _>>();
-        set_quantized_product(QuantizedProduct::Exact);
         Ok(rows?)
     };
     let exact = score(MatmulArg::Exact)?;
@@ -455,17 +426,19 @@ pub struct Measured {
     pub logprobs: Vec<Vec<f32>>,
 }
 
-/// The best of `--repeats` timed runs of `prompts` (after a short warm-up), with the greedy
-/// tokens of the last.
+/// The best of `--repeats` timed runs of `prompts` with `mode`'s products (after a short
+/// warm-up), with the greedy tokens of the last.
 fn measure(
     model: &engram_model::Llama,
     prompts: &[Vec<u32>],
     args: &GenerateBenchArgs,
+    mode: MatmulArg,
 ) -> Result<Measured> {
     let cfg = GenerationConfig {
         max_new_tokens: args.new_tokens,
         sampling: Sampling::Greedy,
         stop_ids: vec![],
+        matmul: mode.mode(),
     };
     let _ = generate(
         model,

@@ -386,6 +386,7 @@ pub fn generate_bench(
         max_new_tokens: new_tokens,
         sampling: Sampling::Greedy,
         stop_ids: vec![],
+        ..Default::default()
     };
     let mut rows = Vec::new();
     let mut high = reserved(&device);
