@@ -121,7 +121,7 @@ pub fn matmul_nt_q8(x: &[f32], w: &QuantizedMatrix, m: usize) -> Vec<f32> {
     if m == 0 || n == 0 {
         return y;
     }
-    let simd = crate::simd_available();
+    let simd = Simd::detect();
     let out = OutPtr(y.as_mut_ptr());
     let run = |c0: usize, c1: usize| {
         // SAFETY: y holds m × n values; this call alone writes columns c0..c1 (c1 ≤ n).
@@ -131,17 +131,57 @@ pub fn matmul_nt_q8(x: &[f32], w: &QuantizedMatrix, m: usize) -> Vec<f32> {
     y
 }
 
+/// The instructions the row kernels run with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Simd {
+    /// The portable loops.
+    None,
+    /// AVX2 (+ FMA, F16C).
+    Avx2,
+    /// AVX2 and AVX-512 VNNI's byte dot products.
+    Vnni,
+}
+
+impl Simd {
+    /// The best this CPU has.
+    fn detect() -> Self {
+        if !crate::simd_available() {
+            return Simd::None;
+        }
+        if vnni_available() {
+            Simd::Vnni
+        } else {
+            Simd::Avx2
+        }
+    }
+}
+
+/// Whether the CPU has AVX-512 VNNI with 256-bit vectors (AVX-512 VL), whose `vpdpbusd` sums a
+/// block's four-product lanes in one instruction.
+fn vnni_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512vnni")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Output columns `c0..c1` of every row of `x`, written into the row-major `[m, n]` `y`.
 ///
 /// # Safety
 /// `w` has a Q8 dot product and `x.blocks` blocks a row; `y` points to `x.rows() × w.rows()`
-/// writable values; `c1 ≤ w.rows()`; `simd` only where [`crate::simd_available`].
-unsafe fn columns(w: &QuantizedMatrix, x: &Q8Rows, c0: usize, c1: usize, y: *mut f32, simd: bool) {
+/// writable values; `c1 ≤ w.rows()`; `simd` only what this CPU has ([`Simd::detect`]).
+unsafe fn columns(w: &QuantizedMatrix, x: &Q8Rows, c0: usize, c1: usize, y: *mut f32, simd: Simd) {
     #[cfg(target_arch = "x86_64")]
-    if simd {
-        // SAFETY: forwarded; AVX2 is present (`simd`).
-        unsafe { avx2::columns(w, x, c0, c1, y) };
-        return;
+    match simd {
+        // SAFETY (both): forwarded; the instructions are present (`simd`).
+        Simd::Avx2 => return unsafe { avx2::columns(w, x, c0, c1, y) },
+        Simd::Vnni => return unsafe { avx2::columns_vnni(w, x, c0, c1, y) },
+        Simd::None => {}
     }
     let _ = simd;
     // SAFETY: forwarded.
@@ -475,18 +515,24 @@ mod avx2 {
     /// One weight row's dot products with `R` activation rows from `r0`, as
     /// [`super::portable_dot_rows`] computes them; the `R` accumulators live in registers.
     ///
+    /// With `VNNI` (AVX-512 VNNI), a 32-value block's four-product lane sums come from one
+    /// `vpdpbusd` instead of `maddubs` + `madd`: the same integers (no pair sum reaches
+    /// `maddubs`' i16 saturation: at most 2·128·127), so the same bits.
+    ///
     /// # Safety
-    /// AVX2 + F16C present; `wrow` one row of `x.blocks` blocks of `KIND`; rows `r0..r0 + R`
-    /// exist in `x`; `out` holds `R` values.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn group<const KIND: u8, const R: usize>(
+    /// AVX2 + F16C present (and AVX-512 VNNI + VL with `VNNI`), inlined into a function that
+    /// enables them; `wrow` one row of `x.blocks` blocks of `KIND`; rows `r0..r0 + R` exist in
+    /// `x`; `out` holds `R` values.
+    #[inline(always)]
+    unsafe fn group<const KIND: u8, const R: usize, const VNNI: bool>(
         wrow: &[u8],
         x: &Q8Rows,
         r0: usize,
         out: &mut [f32],
     ) {
         let nb = x.blocks;
-        let mut acc = [_mm256_setzero_ps(); R];
+        // SAFETY: AVX is present (the caller's contract).
+        let mut acc = [unsafe { _mm256_setzero_ps() }; R];
         let mut mins = [0.0f32; R];
         let (xq, xd, xs) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
         for b in 0..nb {
@@ -506,8 +552,12 @@ mod avx2 {
                     } else {
                         _mm256_sign_epi8(xv, wv)
                     };
-                    let pairs = _mm256_maddubs_epi16(wabs, xv);
-                    let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, mult));
+                    let sums = if VNNI && !is_k(KIND) {
+                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), wabs, xv)
+                    } else {
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, xv), mult)
+                    };
+                    let lanes = _mm256_cvtepi32_ps(sums);
                     let scale = _mm256_set1_ps(dw * *xd.add(i));
                     acc[r] = _mm256_fmadd_ps(lanes, scale, acc[r]);
                     if has_min(KIND) {
@@ -528,17 +578,22 @@ mod avx2 {
     ///
     /// # Safety
     /// As [`group`], for rows `r0..r0 + out.len()`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn rows_of<const KIND: u8>(wrow: &[u8], x: &Q8Rows, r0: usize, out: &mut [f32]) {
+    #[inline(always)]
+    unsafe fn rows_of<const KIND: u8, const VNNI: bool>(
+        wrow: &[u8],
+        x: &Q8Rows,
+        r0: usize,
+        out: &mut [f32],
+    ) {
         for (g, o) in out.chunks_mut(GROUP).enumerate() {
             let r = r0 + g * GROUP;
             // SAFETY: forwarded, `o.len()` rows from `r`.
             unsafe {
                 match o.len() {
-                    1 => group::<KIND, 1>(wrow, x, r, o),
-                    2 => group::<KIND, 2>(wrow, x, r, o),
-                    3 => group::<KIND, 3>(wrow, x, r, o),
-                    _ => group::<KIND, GROUP>(wrow, x, r, o),
+                    1 => group::<KIND, 1, VNNI>(wrow, x, r, o),
+                    2 => group::<KIND, 2, VNNI>(wrow, x, r, o),
+                    3 => group::<KIND, 3, VNNI>(wrow, x, r, o),
+                    _ => group::<KIND, GROUP, VNNI>(wrow, x, r, o),
                 }
             }
         }
@@ -611,16 +666,48 @@ mod avx2 {
         y: *mut f32,
     ) {
         // SAFETY: forwarded.
+        unsafe { by_format::<false>(w, x, c0, c1, y) }
+    }
+
+    /// [`columns`] with AVX-512 VNNI's dot products (see [`group`]).
+    ///
+    /// # Safety
+    /// As [`columns`], and AVX-512 VNNI + VL present ([`super::vnni_available`]).
+    #[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+    pub(super) unsafe fn columns_vnni(
+        w: &QuantizedMatrix,
+        x: &Q8Rows,
+        c0: usize,
+        c1: usize,
+        y: *mut f32,
+    ) {
+        // SAFETY: forwarded.
+        unsafe { by_format::<true>(w, x, c0, c1, y) }
+    }
+
+    /// [`columns_of`] for `w`'s format.
+    ///
+    /// # Safety
+    /// As [`columns`], inlined into a function that enables what `VNNI` needs.
+    #[inline(always)]
+    unsafe fn by_format<const VNNI: bool>(
+        w: &QuantizedMatrix,
+        x: &Q8Rows,
+        c0: usize,
+        c1: usize,
+        y: *mut f32,
+    ) {
+        // SAFETY: forwarded.
         unsafe {
             match w.format() {
-                BlockFormat::Q4_0 => columns_of::<Q4_0>(w, x, c0, c1, y),
-                BlockFormat::Q4_1 => columns_of::<Q4_1>(w, x, c0, c1, y),
-                BlockFormat::Q8_0 => columns_of::<Q8_0>(w, x, c0, c1, y),
-                BlockFormat::Q4_K => columns_of::<Q4_K>(w, x, c0, c1, y),
-                BlockFormat::Q6_K => columns_of::<Q6_K>(w, x, c0, c1, y),
-                BlockFormat::Q5_0 => columns_of::<Q5_0>(w, x, c0, c1, y),
-                BlockFormat::Q5_1 => columns_of::<Q5_1>(w, x, c0, c1, y),
-                BlockFormat::Q5_K => columns_of::<Q5_K>(w, x, c0, c1, y),
+                BlockFormat::Q4_0 => columns_of::<Q4_0, VNNI>(w, x, c0, c1, y),
+                BlockFormat::Q4_1 => columns_of::<Q4_1, VNNI>(w, x, c0, c1, y),
+                BlockFormat::Q8_0 => columns_of::<Q8_0, VNNI>(w, x, c0, c1, y),
+                BlockFormat::Q4_K => columns_of::<Q4_K, VNNI>(w, x, c0, c1, y),
+                BlockFormat::Q6_K => columns_of::<Q6_K, VNNI>(w, x, c0, c1, y),
+                BlockFormat::Q5_0 => columns_of::<Q5_0, VNNI>(w, x, c0, c1, y),
+                BlockFormat::Q5_1 => columns_of::<Q5_1, VNNI>(w, x, c0, c1, y),
+                BlockFormat::Q5_K => columns_of::<Q5_K, VNNI>(w, x, c0, c1, y),
             }
         }
     }
@@ -631,9 +718,9 @@ mod avx2 {
     /// rows had before).
     ///
     /// # Safety
-    /// As [`columns`], `w` of `KIND`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn columns_of<const KIND: u8>(
+    /// As [`by_format`], `w` of `KIND`.
+    #[inline(always)]
+    unsafe fn columns_of<const KIND: u8, const VNNI: bool>(
         w: &QuantizedMatrix,
         x: &Q8Rows,
         c0: usize,
@@ -644,7 +731,7 @@ mod avx2 {
         // r0..r0 + out.len() exist in x.
         unsafe {
             super::each_column(w, x, c0, c1, y, |wrow, r0, out| {
-                rows_of::<KIND>(wrow, x, r0, out)
+                rows_of::<KIND, VNNI>(wrow, x, r0, out)
             })
         }
     }
@@ -714,8 +801,8 @@ mod tests {
         );
     }
 
-    /// All of `x · wᵀ` in one call of [`columns`] (no threads), on the AVX2 or portable path.
-    fn product(w: &QuantizedMatrix, xq: &Q8Rows, c0: usize, simd: bool) -> Vec<f32> {
+    /// All of `x · wᵀ` in one call of [`columns`] (no threads), with `simd`'s instructions.
+    fn product(w: &QuantizedMatrix, xq: &Q8Rows, c0: usize, simd: Simd) -> Vec<f32> {
         let (m, n) = (xq.rows(), w.rows());
         let mut y = vec![f32::NAN; m * n];
         // SAFETY: y holds m × n values; simd only where available (the callers check).
@@ -733,6 +820,13 @@ mod tests {
             eprintln!("SKIPPED: no AVX2 on this CPU (the portable path ran alone)");
             return;
         }
+        // The AVX2 path, and the AVX-512 VNNI one where the CPU has it.
+        let mut paths = vec![Simd::Avx2];
+        if vnni_available() {
+            paths.push(Simd::Vnni);
+        } else {
+            eprintln!("no AVX-512 VNNI on this CPU: its path is not checked here");
+        }
         // Rows 1, 2, 3, 4 + 1 and 4 + 3: every register group the AVX2 path runs; from
         // column 0 and from column 2.
         for (format, m) in BlockFormat::ALL
@@ -743,14 +837,15 @@ mod tests {
             let w = matrix(format, n, k, 3);
             let x = values(m * k, 9, 2.0);
             let xq = Q8Rows::quantize(&x, m, k);
-            for c0 in [0, 2] {
-                let (a, b) = (product(&w, &xq, c0, true), product(&w, &xq, c0, false));
-                assert_eq!(bits(&a), bits(&b), "{format:?} {m} rows from column {c0}");
+            for (c0, &simd) in [0, 2]
+                .into_iter()
+                .flat_map(|c| paths.iter().map(move |p| (c, p)))
+            {
+                let (a, b) = (product(&w, &xq, c0, simd), product(&w, &xq, c0, Simd::None));
+                let what = format!("{format:?} {m} rows from column {c0}, {simd:?}");
+                assert_eq!(bits(&a), bits(&b), "{what}");
                 let written = a.chunks(n).flat_map(|row| &row[c0..]);
-                assert!(
-                    written.into_iter().all(|v| v.is_finite()),
-                    "every column from c0"
-                );
+                assert!(written.into_iter().all(|v| v.is_finite()), "{what}");
             }
         }
     }
@@ -814,10 +909,7 @@ mod tests {
             let x = values(m * 512, 4, 1.0);
             let y = matmul_nt_q8(&x, &w, m);
             let xq = Q8Rows::quantize(&x, m, 512);
-            assert_eq!(
-                bits(&y),
-                bits(&product(&w, &xq, 0, crate::simd_available()))
-            );
+            assert_eq!(bits(&y), bits(&product(&w, &xq, 0, Simd::detect())));
         }
     }
 }
