@@ -12,7 +12,9 @@
 //! Numerics: the same f32 operations in the same order as Burn's ops on the CPU backend, so the
 //! same bits (the tests compare them with the Burn expressions the modules write): RMSNorm's
 //! row sum is flex's own SIMD row-sum kernel, every other value is computed element by element
-//! as flex does (no fused multiply-add, flex's sigmoid formula with the same `exp`).
+//! as flex does (no fused multiply-add, flex's sigmoid formula; its `exp` is
+//! [`engram_kernels::exp`]'s port of glibc's `expf`, the `exp` flex calls on glibc systems, bit
+//! for bit).
 //!
 //! Each function returns `None` where it does not apply (autodiff tensors, GPU backends, other
 //! dtypes); the caller then runs the Burn ops.
@@ -120,18 +122,9 @@ pub fn rotary(x: &Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Option<Tensor<
     Some(tensor(out, [b, t, h, d]))
 }
 
-/// flex's sigmoid of an f32 (the formula of its `sigmoid` op, whichever side of zero).
-fn sigmoid(x: f32) -> f32 {
-    if x >= 0.0 {
-        1.0 / (1.0 + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (1.0 + e)
-    }
-}
-
 /// `silu(gate) · up` for two tensors of one shape, as [`crate::mlp::Mlp`] writes it in Burn
-/// ops (`silu(g) = g · sigmoid(g)`).
+/// ops (`silu(g) = g · sigmoid(g)`, by flex's sigmoid formula), eight values at a time
+/// ([`engram_kernels::exp::silu_mul`]).
 pub fn swiglu<const D: usize>(gate: &Tensor<D>, up: &Tensor<D>) -> Option<Tensor<D>> {
     let dims = gate.dims();
     if up.dims() != dims {
@@ -143,9 +136,7 @@ pub fn swiglu<const D: usize>(gate: &Tensor<D>, up: &Tensor<D>) -> Option<Tensor
     let mut out = vec![0f32; g.len()];
     each_row(&mut out, width, |r, o| {
         let (gr, ur) = (&g[r * width..][..width], &u[r * width..][..width]);
-        for ((o, &gv), &uv) in o.iter_mut().zip(gr).zip(ur) {
-            *o = (gv * sigmoid(gv)) * uv;
-        }
+        engram_kernels::exp::silu_mul(gr, ur, o);
     });
     Some(tensor(out, dims))
 }
