@@ -124,17 +124,31 @@ impl KvBuffer {
         self.len += t;
     }
 
-    /// A batch-1 cache repeated `n` times along the batch (rows sharing one prefix), with the
-    /// same capacity.
+    /// A batch-1 cache repeated `n` times along the batch (rows sharing one prefix), with room
+    /// for `slots` slots per row (at least its capacity): one allocation and one copy of the
+    /// filled slots, where repeating and then reserving would copy them twice.
     ///
     /// # Panics
     /// If the cache has more than one row.
-    pub fn repeat(&self, n: usize) -> Self {
+    pub fn repeat(&self, n: usize, slots: usize) -> Self {
         assert_eq!(self.batch, 1, "only a batch-1 cache can be repeated");
+        let capacity = slots.max(self.capacity);
+        let (kv, d, len) = (self.kv_heads, self.head_dim, self.len);
+        let spread = |src: &[f32]| {
+            let mut out = vec![0f32; n * kv * capacity * d];
+            for row in out.chunks_exact_mut(kv * capacity * d) {
+                for h in 0..kv {
+                    let from = &src[h * self.capacity * d..][..len * d];
+                    row[h * capacity * d..][..len * d].copy_from_slice(from);
+                }
+            }
+            out
+        };
         Self {
-            k: self.k.repeat(n),
-            v: self.v.repeat(n),
+            k: spread(&self.k),
+            v: spread(&self.v),
             batch: n,
+            capacity,
             ..self.clone()
         }
     }
@@ -646,10 +660,13 @@ mod tests {
         c.reserve(100);
         assert_eq!(c.capacity(), 100);
         assert_eq!(c.contiguous(), before);
-        let r = c.repeat(3);
-        assert_eq!(r.batch(), 3);
-        let (k, v) = r.contiguous();
-        assert_eq!(k, before.0.repeat(3));
-        assert_eq!(v, before.1.repeat(3));
+        for slots in [0, 150] {
+            let r = c.repeat(3, slots);
+            assert_eq!(r.batch(), 3);
+            assert_eq!(r.capacity(), slots.max(100));
+            let (k, v) = r.contiguous();
+            assert_eq!(k, before.0.repeat(3));
+            assert_eq!(v, before.1.repeat(3));
+        }
     }
 }

@@ -176,7 +176,9 @@ pub fn generate_after_prefix(
         )));
     }
     let pad_id = cfg.stop_ids.first().copied().unwrap_or(0);
-    let mut cache = prefix_cache.repeat(suffixes.len());
+    // Every slot this generation can fill, reserved as the prefix is copied for each row.
+    let slots = used + cfg.max_new_tokens.min(window - used);
+    let mut cache = prefix_cache.repeat(suffixes.len(), slots);
     cache.pads = suffixes.iter().map(|p| longest - p.len()).collect();
     cache.pad_start = prefix_cache.len;
     let rows = left_pad(suffixes, longest, pad_id);

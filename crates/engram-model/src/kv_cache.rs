@@ -91,8 +91,9 @@ impl KvCache {
         }
     }
 
-    /// Repeats a batch-1, unpadded cache `n` times along the batch (rows sharing one prefix).
-    pub fn repeat(&self, n: usize) -> Self {
+    /// Repeats a batch-1, unpadded cache `n` times along the batch (rows sharing one prefix),
+    /// its host buffers with room for `slots` slots per row (see [`KvCache::reserve`]).
+    pub fn repeat(&self, n: usize, slots: usize) -> Self {
         assert_eq!(self.batch(), 1, "only a batch-1 cache can be repeated");
         Self {
             layers: self
@@ -101,8 +102,8 @@ impl KvCache {
                 .map(|l| LayerCache {
                     k: l.k.clone().map(|t| t.repeat_dim(0, n)),
                     v: l.v.clone().map(|t| t.repeat_dim(0, n)),
-                    host: l.host.as_ref().map(|h| h.repeat(n)),
-                    reserve: l.reserve,
+                    host: l.host.as_ref().map(|h| h.repeat(n, slots)),
+                    reserve: l.reserve.max(slots),
                 })
                 .collect(),
             len: self.len,
