@@ -19,9 +19,8 @@
 use rayon::prelude::*;
 
 use crate::exp::expf;
+use crate::matmul_nt::{LANES, lane_sum};
 
-/// Lanes of the dot products.
-const LANES: usize = 8;
 /// Multiply-adds below which [`KvBuffer::attend`] runs on the calling thread (as
 /// `matmul_nt`'s threshold: below it, handing heads to rayon's other threads costs more than
 /// it saves).
@@ -79,18 +78,32 @@ impl KvBuffer {
         if slots <= self.capacity {
             return;
         }
-        let (rows, d) = (self.batch * self.kv_heads, self.head_dim);
-        let regrow = |old: &[f32]| {
-            let mut new = vec![0f32; rows * slots * d];
-            for r in 0..rows {
-                let src = &old[r * self.capacity * d..][..self.len * d];
-                new[r * slots * d..][..self.len * d].copy_from_slice(src);
-            }
-            new
-        };
-        self.k = regrow(&self.k);
-        self.v = regrow(&self.v);
-        self.capacity = slots;
+        let rows = self.batch * self.kv_heads;
+        let k = self.laid_out(self.filled(&self.k), rows, slots);
+        let v = self.laid_out(self.filled(&self.v), rows, slots);
+        (self.k, self.v, self.capacity) = (k, v, slots);
+    }
+
+    /// The filled slots of each row (`[len, head_dim]`, rows in storage order) of `buf`, this
+    /// cache's keys or values.
+    fn filled<'a>(&self, buf: &'a [f32]) -> impl Iterator<Item = &'a [f32]> + Clone {
+        let (stride, filled) = (self.capacity * self.head_dim, self.len * self.head_dim);
+        (0..buf.len() / stride.max(1)).map(move |r| &buf[r * stride..][..filled])
+    }
+
+    /// `rows` of filled slots laid out `capacity` slots apart (the rest zeros), `count` rows.
+    fn laid_out<'a>(
+        &self,
+        rows: impl Iterator<Item = &'a [f32]>,
+        count: usize,
+        capacity: usize,
+    ) -> Vec<f32> {
+        let stride = capacity * self.head_dim;
+        let mut out = vec![0f32; count * stride];
+        for (dst, src) in out.chunks_exact_mut(stride.max(1)).zip(rows) {
+            dst[..src.len()].copy_from_slice(src);
+        }
+        out
     }
 
     /// Appends `t` new slots per row: `k` and `v` laid out as the projections produce them,
@@ -132,36 +145,24 @@ impl KvBuffer {
     /// If the cache has more than one row.
     pub fn repeat(&self, n: usize, slots: usize) -> Self {
         assert_eq!(self.batch, 1, "only a batch-1 cache can be repeated");
-        let capacity = slots.max(self.capacity);
-        let (kv, d, len) = (self.kv_heads, self.head_dim, self.len);
-        let spread = |src: &[f32]| {
-            let mut out = vec![0f32; n * kv * capacity * d];
-            for row in out.chunks_exact_mut(kv * capacity * d) {
-                for h in 0..kv {
-                    let from = &src[h * self.capacity * d..][..len * d];
-                    row[h * capacity * d..][..len * d].copy_from_slice(from);
-                }
-            }
-            out
-        };
+        let (capacity, rows) = (slots.max(self.capacity), n * self.kv_heads);
+        let spread = |buf| self.laid_out(self.filled(buf).cycle().take(rows), rows, capacity);
         Self {
             k: spread(&self.k),
             v: spread(&self.v),
             batch: n,
             capacity,
-            ..self.clone()
+            ..*self
         }
     }
 
     /// The filled keys and values as contiguous `[batch, kv_heads, len, head_dim]` copies (for
     /// an op that needs them as a tensor, such as a long prompt chunk's attention).
     pub fn contiguous(&self) -> (Vec<f32>, Vec<f32>) {
-        let (rows, d) = (self.batch * self.kv_heads, self.head_dim);
-        let pack = |buf: &[f32]| {
-            let mut out = Vec::with_capacity(rows * self.len * d);
-            for r in 0..rows {
-                out.extend_from_slice(&buf[r * self.capacity * d..][..self.len * d]);
-            }
+        let values = self.batch * self.kv_heads * self.len * self.head_dim;
+        let pack = |buf| {
+            let mut out = Vec::with_capacity(values);
+            self.filled(buf).for_each(|row| out.extend_from_slice(row));
             out
         };
         (pack(&self.k), pack(&self.v))
@@ -308,6 +309,7 @@ mod avx2 {
 
     use super::{Head, expf};
     use crate::exp::avx2::exp8;
+    use crate::matmul_nt::avx2::hsum;
 
     /// Keys whose dot products run together.
     const KEYS: usize = 4;
@@ -315,14 +317,10 @@ mod avx2 {
     /// 64 f32 values: 16 KiB, half of a typical L1 data cache).
     const BLOCK: usize = 64;
 
-    /// [`super::dot`]'s fold of 8 lanes (`[0..4] + [4..8]`, then pairs, then the first two)
-    /// plus its empty tail.
+    /// [`super::dot`]'s fold of 8 lanes (`crate::matmul_nt`'s) plus its empty tail.
     #[target_feature(enable = "avx2,fma")]
     fn fold(a: __m256) -> f32 {
-        let s4 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps::<1>(a));
-        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-        let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<1>(s2, s2));
-        _mm_cvtss_f32(s1) + 0.0
+        hsum(a) + 0.0
     }
 
     /// [`super::heads_of_group`] for heads of `8·C` values.
@@ -487,14 +485,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
         tail += x * y;
     }
-    let mut w = LANES;
-    while w > 1 {
-        w /= 2;
-        for l in 0..w {
-            lanes[l] += lanes[l + w];
-        }
-    }
-    lanes[0] + tail
+    lane_sum(&lanes) + tail
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ const MR: usize = 4;
 /// Weight rows (output columns) per tile.
 const NR: usize = 3;
 /// Lanes per accumulator.
-const LANES: usize = 8;
+pub(crate) const LANES: usize = 8;
 /// Multiply-adds below which the product runs on the calling thread. What a split costs
 /// depends on where it is called from: from a thread outside rayon's pool the caller sleeps
 /// while the pool's threads are woken (tens of microseconds on a small VM, so 2²⁰ measured best
@@ -282,7 +282,7 @@ unsafe fn kernel<const R: usize, const C: usize>(
 
 /// Sums 8 lanes as the AVX2 path does: `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
 #[inline]
-fn lane_sum(l: &[f32; LANES]) -> f32 {
+pub(crate) fn lane_sum(l: &[f32; LANES]) -> f32 {
     let a = [l[0] + l[4], l[1] + l[5], l[2] + l[6], l[3] + l[7]];
     (a[0] + a[2]) + (a[1] + a[3])
 }
@@ -330,14 +330,14 @@ unsafe fn portable_tile<const R: usize, const C: usize>(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     use super::LANES;
 
     /// Lane sum in the order [`super::lane_sum`] documents.
     #[target_feature(enable = "avx2,fma")]
-    fn hsum(v: __m256) -> f32 {
+    pub(crate) fn hsum(v: __m256) -> f32 {
         let a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
         let b = _mm_add_ps(a, _mm_movehl_ps(a, a));
         _mm_cvtss_f32(_mm_add_ss(b, _mm_shuffle_ps::<1>(b, b)))
