@@ -27,10 +27,11 @@
 
 use std::cell::Cell;
 
-use burn::tensor::{DType, Device, Tensor, TensorData};
-use burn_flex::{Flex, FlexTensor};
+use burn::tensor::{DType, Device, Tensor};
 use engram_kernels::QuantizedMatrix;
 use serde::{Deserialize, Serialize};
+
+use crate::cpu_ops::{host, host_f32, tensor, values};
 
 /// Rows (batch × new tokens) up to which products run on the kernel. Measured with cold weights
 /// on SmolLM2's shapes (2 cores), the f32 kernel against the `gemm` crate on the same `[out, in]`
@@ -138,14 +139,6 @@ pub fn matmul_nt_quantized<const D: usize>(
     product(x, Weights::Blocks(w), quantized_product())
 }
 
-/// The host tensor behind `t` if it is an f32 tensor of the plain CPU backend.
-fn host_f32<const D: usize>(t: &Tensor<D>) -> Option<FlexTensor> {
-    if t.dtype() != DType::F32 {
-        return None;
-    }
-    t.clone().try_into_primitive::<Flex>().ok()
-}
-
 /// A right-hand side `[n, k]` for the kernel.
 enum Weights<'a> {
     /// Row-major f32 values, `k`, `n`.
@@ -172,14 +165,8 @@ fn product<const D: usize>(
     if rows > MAX_ROWS {
         return None;
     }
-    let x = host_f32(x)?;
-    let x = if x.layout().is_contiguous() {
-        x
-    } else {
-        x.to_contiguous()
-    };
-    let (start, end) = x.layout().contiguous_offsets()?;
-    let xs = &x.storage::<f32>()[start..end];
+    let x = host(x)?;
+    let xs = values(&x);
     let y = match w {
         Weights::F32(w, k, n) => engram_kernels::matmul_nt(xs, w, rows, k, n),
         Weights::Blocks(q) => match mode {
@@ -192,12 +179,12 @@ fn product<const D: usize>(
     };
     let mut out = dims;
     out[D - 1] = n;
-    let y = FlexTensor::from_data(TensorData::new(y, out));
-    Some(Tensor::from_primitive::<Flex>(y))
+    Some(tensor(y, out))
 }
 
 #[cfg(test)]
 mod tests {
+    use burn::tensor::TensorData;
     use engram_kernels::BlockFormat;
 
     use super::*;

@@ -27,13 +27,18 @@ use rayon::prelude::*;
 /// depend on the split): a long prompt's activations, not a decode step's.
 const PARALLEL_MIN_VALUES: usize = 1 << 15;
 
-/// The host tensor behind `t` if it is an f32 tensor of the plain CPU backend, contiguous (a
-/// strided view is copied).
-fn host<const D: usize>(t: &Tensor<D>) -> Option<FlexTensor> {
+/// The host tensor behind `t` if it is an f32 tensor of the plain CPU backend (as it lies,
+/// strided or not).
+pub(crate) fn host_f32<const D: usize>(t: &Tensor<D>) -> Option<FlexTensor> {
     if t.dtype() != DType::F32 {
         return None;
     }
-    let t = t.clone().try_into_primitive::<Flex>().ok()?;
+    t.clone().try_into_primitive::<Flex>().ok()
+}
+
+/// [`host_f32`], contiguous (a strided view is copied).
+pub(crate) fn host<const D: usize>(t: &Tensor<D>) -> Option<FlexTensor> {
+    let t = host_f32(t)?;
     Some(if t.layout().is_contiguous() {
         t
     } else {
@@ -42,7 +47,7 @@ fn host<const D: usize>(t: &Tensor<D>) -> Option<FlexTensor> {
 }
 
 /// The values of a contiguous host tensor.
-fn values(t: &FlexTensor) -> &[f32] {
+pub(crate) fn values(t: &FlexTensor) -> &[f32] {
     let (start, end) = t
         .layout()
         .contiguous_offsets()
@@ -51,7 +56,7 @@ fn values(t: &FlexTensor) -> &[f32] {
 }
 
 /// A host f32 tensor of `shape` holding `v`.
-fn tensor<const D: usize>(v: Vec<f32>, shape: [usize; D]) -> Tensor<D> {
+pub(crate) fn tensor<const D: usize>(v: Vec<f32>, shape: [usize; D]) -> Tensor<D> {
     Tensor::from_primitive::<Flex>(FlexTensor::from_data(TensorData::new(v, shape)))
 }
 
@@ -147,7 +152,7 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     use super::*;
-    use crate::norm::RmsNorm;
+    use crate::norm::{RmsNorm, rms_norm_ops};
     use crate::rope::{apply_rotary, rotary_ops};
 
     fn bits<const D: usize>(t: Tensor<D>) -> Vec<u32> {
@@ -157,12 +162,6 @@ mod tests {
 
     fn random<const D: usize>(shape: [usize; D], scale: f64, device: &Device) -> Tensor<D> {
         Tensor::random(shape, Distribution::Normal(0.0, scale), device)
-    }
-
-    /// The Burn ops of [`RmsNorm::forward`], which calls [`rms_norm`] where it applies.
-    fn burn_rms_norm<const D: usize>(x: Tensor<D>, w: Tensor<1>, eps: f64) -> Tensor<D> {
-        let var = x.clone().square().mean_dim(D - 1);
-        (x * (var + eps).sqrt().recip()) * w.unsqueeze()
     }
 
     #[test]
@@ -175,16 +174,12 @@ mod tests {
             let x = random([shape[0], shape[1], n], 2.0, &device);
             let w = random([n], 1.0, &device);
             let got = rms_norm(&x, &w, 1e-5).expect("applies on the CPU backend");
-            assert_eq!(
-                bits(got),
-                bits(burn_rms_norm(x, w, 1e-5)),
-                "{shape:?} × {n}"
-            );
+            assert_eq!(bits(got), bits(rms_norm_ops(x, w, 1e-5)), "{shape:?} × {n}");
         }
         // The module itself, and not on autodiff tensors.
         let x = random([2, 3, 64], 1.0, &device);
         let norm = RmsNorm::new(random([64], 1.0, &device), 1e-6);
-        let want = burn_rms_norm(x.clone(), norm.weight.val(), 1e-6);
+        let want = rms_norm_ops(x.clone(), norm.weight.val(), 1e-6);
         assert_eq!(bits(norm.forward(x)), bits(want));
         let ad = Device::flex().autodiff();
         assert!(rms_norm(&random([1, 1, 8], 1.0, &ad), &random([8], 1.0, &ad), 1e-5).is_none());

@@ -177,13 +177,20 @@ pub fn generate_after_prefix(
     }
     let pad_id = cfg.stop_ids.first().copied().unwrap_or(0);
     // Every slot this generation can fill, reserved as the prefix is copied for each row.
-    let slots = used + cfg.max_new_tokens.min(window - used);
+    let slots = used + budget(model, used, cfg);
     let mut cache = prefix_cache.repeat(suffixes.len(), slots);
     cache.pads = suffixes.iter().map(|p| longest - p.len()).collect();
     cache.pad_start = prefix_cache.len;
     let rows = left_pad(suffixes, longest, pad_id);
     let prefill_tokens = suffixes.iter().map(Vec::len).sum();
     decode(model, cache, rows, used, prefill_tokens, cfg)
+}
+
+/// New tokens a generation can make after `used` slots: its limit, or what is left of the
+/// context window.
+fn budget(model: &Llama, used: usize, cfg: &GenerationConfig) -> usize {
+    cfg.max_new_tokens
+        .min(model.config.max_position_embeddings - used)
 }
 
 /// Prefills `rows` into `cache` (which fixes their padding) and decodes; `used` is the slots
@@ -197,9 +204,7 @@ fn decode(
     cfg: &GenerationConfig,
 ) -> Result<Generation> {
     let _products = ProductScope::set(cfg.matmul);
-    let budget = cfg
-        .max_new_tokens
-        .min(model.config.max_position_embeddings - used);
+    let budget = budget(model, used, cfg);
     let mut sampler = Sampler::new(cfg.sampling.clone());
     let b = rows.len();
     let mut out = Generation {

@@ -25,14 +25,16 @@ impl RmsNorm {
     /// Normalizes over the last dimension (in one pass on the CPU backend's inference:
     /// [`crate::cpu_ops::rms_norm`], the same bits).
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        if let Some(y) = crate::cpu_ops::rms_norm(&x, &self.weight.val(), self.eps) {
-            return y;
-        }
-        let dtype = x.dtype();
-        let x32 = x.cast(DType::F32);
-        let var = x32.clone().square().mean_dim(D - 1);
-        let normed = (x32 * (var + self.eps).sqrt().recip()).cast(dtype);
-        let w = self.weight.val().cast(dtype);
-        normed * w.unsqueeze()
+        let w = self.weight.val();
+        crate::cpu_ops::rms_norm(&x, &w, self.eps).unwrap_or_else(|| rms_norm_ops(x, w, self.eps))
     }
+}
+
+/// [`RmsNorm::forward`] in Burn ops (every backend).
+pub(crate) fn rms_norm_ops<const D: usize>(x: Tensor<D>, w: Tensor<1>, eps: f64) -> Tensor<D> {
+    let dtype = x.dtype();
+    let x32 = x.cast(DType::F32);
+    let var = x32.clone().square().mean_dim(D - 1);
+    let normed = (x32 * (var + eps).sqrt().recip()).cast(dtype);
+    normed * w.cast(dtype).unsqueeze()
 }
