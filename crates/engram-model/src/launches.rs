@@ -43,6 +43,19 @@ impl LaunchCounter {
         }
     }
 
+    /// The kernels launched since [`LaunchCounter::start`], in launch order (named as in
+    /// [`LaunchCounter::by_kernel`]): where a step's ops fused and where they did not.
+    pub fn sequence(&self) -> Vec<String> {
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        {
+            self.inner.sequence()
+        }
+        #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+        {
+            Vec::new()
+        }
+    }
+
     /// Kernels launched since [`LaunchCounter::start`].
     pub fn launched(&self) -> u64 {
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -65,18 +78,17 @@ mod imp {
     use cubecl_runtime::config::{TypeNameFormatLevel, type_name_format};
     use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
 
+    /// The launches seen, in order.
     #[derive(Default)]
-    struct Count(AtomicU64, Mutex<HashMap<&'static str, u64>>);
+    struct Count(AtomicU64, Mutex<Vec<&'static str>>);
 
     impl LaunchObserver for Count {
         fn launched(&self, kernel: &'static str) {
             self.0.fetch_add(1, Ordering::Relaxed);
-            *self
-                .1
+            self.1
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .entry(kernel)
-                .or_default() += 1;
+                .push(kernel);
         }
     }
 
@@ -99,18 +111,20 @@ mod imp {
             self.count.0.load(Ordering::Relaxed)
         }
 
-        pub(super) fn by_kernel(&self) -> Vec<(String, u64)> {
-            let mut tally: HashMap<String, u64> = HashMap::new();
-            for (name, n) in self
-                .count
+        pub(super) fn sequence(&self) -> Vec<String> {
+            self.count
                 .1
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
-            {
-                *tally
-                    .entry(type_name_format(name, TypeNameFormatLevel::Short))
-                    .or_default() += n;
+                .map(|name| type_name_format(name, TypeNameFormatLevel::Short))
+                .collect()
+        }
+
+        pub(super) fn by_kernel(&self) -> Vec<(String, u64)> {
+            let mut tally: HashMap<String, u64> = HashMap::new();
+            for name in self.sequence() {
+                *tally.entry(name).or_default() += 1;
             }
             let mut out: Vec<_> = tally.into_iter().collect();
             out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -136,6 +150,11 @@ mod tests {
             tally.iter().map(|(_, n)| n).sum::<u64>(),
             counter.launched()
         );
+        let sequence = counter.sequence();
+        assert_eq!(sequence.len() as u64, counter.launched());
+        for (name, n) in &tally {
+            assert_eq!(sequence.iter().filter(|s| *s == name).count() as u64, *n);
+        }
         assert!(
             tally
                 .iter()

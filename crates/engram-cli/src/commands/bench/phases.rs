@@ -21,6 +21,8 @@ pub struct Phase {
     pub launches: u64,
     /// Launches by kernel, most launched first.
     pub by_kernel: Vec<(String, u64)>,
+    /// The kernels in launch order.
+    pub sequence: Vec<String>,
 }
 
 /// Runs `f`, syncs `device`, and counts the kernels both launched (`None` on a backend without
@@ -34,6 +36,7 @@ fn counted<T>(device: &Device, name: &'static str, f: impl FnOnce() -> T) -> (T,
         name,
         launches: c.launched(),
         by_kernel: c.by_kernel(),
+        sequence: c.sequence(),
     });
     (out, phase)
 }

@@ -308,6 +308,7 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             "kernel_launches_per_step": launches,
             "kernel_launches_by_phase": phases.iter().flatten().map(|p| json!({
                 "phase": p.name, "launches": p.launches, "by_kernel": kernels_json(&p.by_kernel),
+                "sequence": p.sequence,
             })).collect::<Vec<_>>(),
             "kernel_launches_per_step_by_kernel": kernels_json(&by_kernel),
             "host_reads_per_step": reads,
