@@ -144,21 +144,21 @@ pub fn batch_loss(model: &Llama, batch: &Batch, normalizer: f64) -> Tensor<1> {
         None => {
             let positions: Vec<Vec<usize>> = (0..b).map(|_| (0..t).collect()).collect();
             let mask = causal_mask(b, t, &device);
-            model.forward_hidden(ids, &positions, Some(&mask), None)
+            model.forward_rows(ids, &positions, Some(&mask), None)
         }
         Some(p) => {
             let mask = segment_mask(int_rows(&p.segments, &device));
             let (cos, sin) = model
                 .rotary
                 .gather(int_rows(&p.positions, &device), t, &device);
-            model.forward_hidden_at(ids, &cos, &sin, Some(&mask), None)
+            model.forward_rows_at(ids, &cos, &sin, Some(&mask), None)
         }
     };
-    let h = hidden.dims()[2];
+    let h = hidden.dims()[1];
     let n = batch.predict_at.len();
     let at: Tensor<1, Int> =
         Tensor::from_data(TensorData::new(batch.predict_at.clone(), [n]), &device);
-    let picked = hidden.reshape([b * t, h]).select(0, at).reshape([1, n, h]);
+    let picked = hidden.select(0, at).reshape([1, n, h]);
     let logits = model.logits(picked).reshape([n, model.config.vocab_size]);
     let logp = log_softmax(logits.cast(DType::F32), 1);
     let targets: Tensor<2, Int> =

@@ -41,19 +41,21 @@ pub struct Attention {
 }
 
 impl Attention {
-    /// `x: [batch, seq, hidden]`; `cos`/`sin: [batch or 1, seq, 1, head_dim]` ([`crate::rope`]'s
+    /// `x: [1, batch · seq, hidden]`, the token rows of `batch` sequences ([`crate::Llama`]'s
+    /// blocks run on rows); `cos`/`sin: [batch or 1, seq, 1, head_dim]` ([`crate::rope`]'s
     /// tables, `sin` signed); `mask: [batch, 1,
     /// seq, keys]` (true = masked). With a cache, the new keys/values are appended and attention
-    /// runs over everything cached.
+    /// runs over everything cached. Returns `[1, batch · seq, hidden]`.
     pub fn forward(
         &self,
         x: Tensor<3>,
+        batch: usize,
         cos: &Tensor<4>,
         sin: &Tensor<4>,
         mask: Option<&Tensor<4, Bool>>,
         cache: Option<&mut LayerCache>,
     ) -> Tensor<3> {
-        let [b, t, _] = x.dims();
+        let (b, t) = (batch, x.dims()[1] / batch);
         let (h, kv, d) = (self.n_heads, self.n_kv_heads, self.head_dim);
         // q, k and v's adapters share one prepared input (cast, dropout mask).
         let xa = shared_adapter_input(&[&self.q_proj, &self.k_proj, &self.v_proj], &x);
@@ -101,7 +103,7 @@ impl Attention {
             .matmul(v)
             .reshape([b, h, t, d])
             .swap_dims(1, 2)
-            .reshape([b, t, h * d]);
+            .reshape([1, b * t, h * d]);
         self.o_proj.forward(out)
     }
 }
@@ -111,7 +113,7 @@ impl Attention {
 const HOST_ATTENTION_MAX_QUERIES: usize = 16;
 
 /// Burn's fused attention of `q: [b, t, h, d]` over `k`, `v: [b, kv, s, d]` (heads first),
-/// `[b, t, h·d]`.
+/// `[1, b · t, h·d]`.
 fn fused(
     q: Tensor<4>,
     k: Tensor<4>,
@@ -127,7 +129,7 @@ fn fused(
     };
     burn::tensor::module::attention(q.swap_dims(1, 2), k, v, mask.cloned(), None, options)
         .swap_dims(1, 2)
-        .reshape([b, t, h * d])
+        .reshape([1, b * t, h * d])
 }
 
 /// A tensor's values as f32 on the host.
@@ -139,7 +141,7 @@ fn host(t: Tensor<4>) -> Vec<f32> {
 
 /// The CPU backend's cached step: `k`, `v` (`[b, t, kv, d]`) written into the layer's host
 /// buffer, then `q` (`[b, t, h, d]`) attended over it — by [`engram_kernels::KvBuffer::attend`] for a decode
-/// step, by Burn's fused op for a long chunk. Returns `[b, t, h·d]` in `q`'s dtype.
+/// step, by Burn's fused op for a long chunk. Returns `[1, b · t, h·d]` in `q`'s dtype.
 fn cached_on_host(
     cache: &mut LayerCache,
     q: Tensor<4>,
@@ -163,7 +165,8 @@ fn cached_on_host(
                 .expect("a mask converts to bool")
         });
         let out = buffer.attend(&host(q), t, h, mask.as_deref(), scale as f32);
-        return Tensor::<3>::from_data(TensorData::new(out, [b, t, h * d]), &device).cast(dtype);
+        return Tensor::<3>::from_data(TensorData::new(out, [1, b * t, h * d]), &device)
+            .cast(dtype);
     }
     // A long chunk: the fused op over the new keys alone when nothing came before, else over a
     // contiguous copy of the buffer (once per chunk of many queries).

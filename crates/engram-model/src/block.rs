@@ -22,19 +22,25 @@ pub struct DecoderLayer {
 }
 
 impl DecoderLayer {
-    /// Runs the block on `x: [batch, seq, hidden]`.
+    /// Runs the block on `x: [1, batch · seq, hidden]`, the token rows of `batch` sequences.
     pub fn forward(
         &self,
         x: Tensor<3>,
+        batch: usize,
         cos: &Tensor<4>,
         sin: &Tensor<4>,
         mask: Option<&Tensor<4, Bool>>,
         cache: Option<&mut LayerCache>,
     ) -> Tensor<3> {
         let h = x.clone()
-            + self
-                .self_attn
-                .forward(self.input_layernorm.forward(x), cos, sin, mask, cache);
+            + self.self_attn.forward(
+                self.input_layernorm.forward(x),
+                batch,
+                cos,
+                sin,
+                mask,
+                cache,
+            );
         h.clone() + self.mlp.forward(self.post_attention_layernorm.forward(h))
     }
 }

@@ -100,6 +100,19 @@ impl Llama {
         self.forward_hidden_at(tokens, &cos, &sin, mask, cache)
     }
 
+    /// As [`Llama::forward_hidden`], the hidden states as rows, `[batch · seq, hidden]` (row
+    /// `b · seq + t`).
+    pub fn forward_rows(
+        &self,
+        tokens: Tensor<2, Int>,
+        positions: &[Vec<usize>],
+        mask: Option<&Tensor<4, Bool>>,
+        cache: Option<&mut KvCache>,
+    ) -> Tensor<2> {
+        let (cos, sin) = self.rotary.tables(positions, &tokens.device());
+        self.forward_rows_at(tokens, &cos, &sin, mask, cache)
+    }
+
     /// As [`Llama::forward_hidden`], with the rotary tables given (`[batch or 1, seq, 1,
     /// head_dim]`, `sin` signed: [`crate::rope`]; e.g. from [`Rotary::gather`]).
     pub fn forward_hidden_at(
@@ -108,14 +121,39 @@ impl Llama {
         cos: &Tensor<4>,
         sin: &Tensor<4>,
         mask: Option<&Tensor<4, Bool>>,
-        mut cache: Option<&mut KvCache>,
+        cache: Option<&mut KvCache>,
     ) -> Tensor<3> {
-        let mut x = burn::tensor::module::embedding(self.embed_tokens.val(), tokens);
+        let [b, t] = tokens.dims();
+        let rows = self.forward_rows_at(tokens, cos, sin, mask, cache);
+        let h = rows.dims()[1];
+        rows.reshape([b, t, h])
+    }
+
+    /// As [`Llama::forward_hidden_at`], the hidden states as rows, `[batch · seq, hidden]` (row
+    /// `b · seq + t`). The blocks run on `[1, batch · seq, hidden]` (attention alone splits the
+    /// rows into sequences): a projection of rows is one matmul whose weight gradient (an
+    /// adapter's) is one product over all the tokens, where `[batch, seq, hidden]` would run a
+    /// batched matmul against the broadcast weight, whose backward makes one gradient per
+    /// sequence and sums them (a `[batch, in, out]` temporary and a reduction per adapter
+    /// factor). The leading 1 keeps the rank Burn's fusion saw before: a reshape that lowers
+    /// the rank ends a fused block.
+    pub fn forward_rows_at(
+        &self,
+        tokens: Tensor<2, Int>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+        mask: Option<&Tensor<4, Bool>>,
+        mut cache: Option<&mut KvCache>,
+    ) -> Tensor<2> {
+        let [b, t] = tokens.dims();
+        let hidden = self.config.hidden_size;
+        let x = burn::tensor::module::embedding(self.embed_tokens.val(), tokens);
+        let mut x = x.reshape([1, b * t, hidden]);
         for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| &mut c.layers[i]);
-            x = layer.forward(x, cos, sin, mask, layer_cache);
+            x = layer.forward(x, b, cos, sin, mask, layer_cache);
         }
-        self.norm.forward(x)
+        self.norm.forward(x).reshape([b * t, hidden])
     }
 
     /// Logits for hidden states `[batch, seq, hidden]` -> `[batch, seq, vocab]` (computed in the
