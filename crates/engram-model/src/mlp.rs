@@ -18,8 +18,9 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// Applies the block to `x: [batch, seq, hidden]` (`silu(g) · u` in one pass on the CPU
-    /// backend's inference: [`crate::cpu_ops::swiglu`], the same bits).
+    /// Applies the block to `x: [.., .., hidden]` (the model's token rows, `[1, batch · seq,
+    /// hidden]`); `silu(g) · u` in one pass on the CPU backend's inference
+    /// ([`crate::cpu_ops::swiglu`], the same bits).
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         // gate's and up's adapters share one prepared input (cast, dropout mask).
         let xa = shared_adapter_input(&[&self.gate_proj, &self.up_proj], &x);
