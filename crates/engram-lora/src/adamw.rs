@@ -1,12 +1,15 @@
-//! AdamW over the adapters, one pass per tensor: the clip factor, both moments and the decayed
-//! update of a factor are one chain of element-wise ops on the device, which Burn's fusion
-//! (wgpu, CUDA) compiles into one kernel reading the factor, its gradient and its two moments
-//! and writing the factor and the moments — the least memory traffic AdamW in f32 allows
-//! (28 bytes per parameter and step). Burn's `ModuleOptimizer` computes the same update
-//! through a dynamic per-parameter optimizer, its state behind type-erased records that only
-//! serialize as one host-side copy; here the state is plain device tensors, saved tensor by
-//! tensor (`optimizer.safetensors`, PyTorch's names `exp_avg` / `exp_avg_sq`, see
-//! [`crate::optimizer_state`]).
+//! AdamW over the adapters, one pass per bucket: the clip factor, both moments and the decayed
+//! update are one chain of element-wise ops on the device, which Burn's fusion (wgpu, CUDA)
+//! compiles into one kernel reading the values, their gradient and their two moments and
+//! writing the values and the moments — the least memory traffic AdamW in f32 allows (28 bytes
+//! per parameter and step). On a step's gathered gradients ([`crate::flat`]) that chain runs
+//! once per bucket of factors laid end to end (one kernel for all 28 factors of a 2-layer model,
+//! where it was one per factor), and the model's factors become views of the optimizer's
+//! buckets; on per-factor gradients it runs factor by factor. Burn's `ModuleOptimizer` computes
+//! the same update through a dynamic per-parameter optimizer, its state behind type-erased
+//! records that only serialize as one host-side copy; here the state is plain device tensors,
+//! saved tensor by tensor (`optimizer.safetensors`, PyTorch's names `exp_avg` / `exp_avg_sq`,
+//! see [`crate::optimizer_state`]).
 //!
 //! Numerics are `torch.optim.AdamW`'s (`foreach=False`, `amsgrad=False`):
 //! `m ← β₁m + (1-β₁)g`, `v ← β₂v + (1-β₂)g²`, `p ← p(1 - lr·λ) - (lr / (1-β₁ᵗ)) · m /
@@ -19,6 +22,8 @@ use burn::module::{Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use engram_model::{Llama, LoraTarget};
+
+use crate::flat::{AdapterGrads, FlatLayout};
 
 /// AdamW's hyper-parameters (torch's defaults but the weight decay, which is the run's).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,27 +63,43 @@ pub struct Moments {
 /// inside the update; `None` when clipping is off).
 pub struct ClippedGradients {
     /// The adapters' gradients.
-    pub grads: GradientsParams,
+    pub grads: AdapterGrads,
     /// `min(1, max_norm / (‖g‖ + 1e-6))`.
     pub clip: Option<Tensor<1>>,
 }
 
+/// The optimizer's state: per factor until the first step on gathered gradients (a fresh or
+/// resumed optimizer), then laid out as the gradients are ([`crate::flat`]).
+#[derive(Debug, Clone)]
+enum State {
+    /// Moments by parameter id.
+    PerFactor(HashMap<ParamId, Moments>),
+    /// The factors' values (the model's factors are views of them) and, after the first
+    /// update, their moments, one tensor per bucket.
+    Flat {
+        layout: FlatLayout,
+        params: Vec<Tensor<1>>,
+        moments: Option<(Vec<Tensor<1>>, Vec<Tensor<1>>)>,
+    },
+}
+
 /// AdamW on a [`Llama`]'s adapter factors, keyed by their name-derived parameter ids.
+///
+/// On gathered gradients ([`AdapterGrads::Flat`], every training step) the update is one fused
+/// pass per bucket and the model comes back with its factors as views of the optimizer's
+/// buckets: the next step must get that model back (as the trainer passes it), since the
+/// optimizer then updates its own copy of the values rather than gathering them again.
 #[derive(Debug, Clone)]
 pub struct AdamW {
     settings: AdamWSettings,
     steps: u64,
-    moments: HashMap<ParamId, Moments>,
+    state: State,
 }
 
 impl AdamW {
     /// A fresh optimizer (no state, step 0).
     pub fn new(settings: AdamWSettings) -> Self {
-        Self {
-            settings,
-            steps: 0,
-            moments: HashMap::new(),
-        }
+        Self::from_state(settings, 0, HashMap::new())
     }
 
     /// An optimizer resuming after `steps` steps with `moments`.
@@ -90,7 +111,7 @@ impl AdamW {
         Self {
             settings,
             steps,
-            moments,
+            state: State::PerFactor(moments),
         }
     }
 
@@ -104,26 +125,46 @@ impl AdamW {
         self.steps
     }
 
-    /// The moments of parameter `id`, once it has had a gradient.
-    pub fn moments(&self, id: ParamId) -> Option<&Moments> {
-        self.moments.get(&id)
+    /// The moments of parameter `id`, once it has had a gradient (views of the buckets once
+    /// laid out flat).
+    pub fn moments(&self, id: ParamId) -> Option<Moments> {
+        match &self.state {
+            State::PerFactor(m) => m.get(&id).cloned(),
+            State::Flat {
+                layout,
+                moments: Some((m, v)),
+                ..
+            } => layout.slots.iter().find(|s| s.id == id).map(|s| Moments {
+                exp_avg: FlatLayout::view(s, &m[s.bucket]),
+                exp_avg_sq: FlatLayout::view(s, &v[s.bucket]),
+            }),
+            State::Flat { moments: None, .. } => None,
+        }
     }
 
     /// Number of parameters with state.
     pub fn len(&self) -> usize {
-        self.moments.len()
+        match &self.state {
+            State::PerFactor(m) => m.len(),
+            State::Flat {
+                layout,
+                moments: Some(_),
+                ..
+            } => layout.slots.len(),
+            State::Flat { moments: None, .. } => 0,
+        }
     }
 
     /// Whether no parameter has state yet.
     pub fn is_empty(&self) -> bool {
-        self.moments.is_empty()
+        self.len() == 0
     }
 
     /// One step at learning rate `lr` on every adapter factor of `model` that has a gradient in
     /// `grads` (factors without one, and their state, are left as they are, as torch does).
     /// Nothing is read from the device.
-    pub fn step(&mut self, lr: f64, mut model: Llama, grads: ClippedGradients) -> Llama {
-        let ClippedGradients { mut grads, clip } = grads;
+    pub fn step(&mut self, lr: f64, model: Llama, grads: ClippedGradients) -> Llama {
+        let ClippedGradients { grads, clip } = grads;
         self.steps += 1;
         let t = self.steps as i32;
         let s = self.settings;
@@ -135,79 +176,243 @@ impl AdamW {
             beta_2: s.beta_2,
             epsilon: s.epsilon,
         };
-        let clip: Option<Tensor<2>> = clip.map(|c| c.reshape([1, 1]));
+        match grads {
+            AdapterGrads::Flat { layout, buckets } if self.lay_out(&model, &layout) => {
+                self.step_flat(model, buckets, clip, &k)
+            }
+            grads => {
+                self.per_factor();
+                let clip: Option<Tensor<2>> = clip.map(|c| c.reshape([1, 1]));
+                self.step_per_factor(model, grads.into_per_factor(), clip.as_ref(), &k)
+            }
+        }
+    }
+
+    /// Brings the state to `layout` (gathering `model`'s factors, and the moments when every
+    /// factor has them): false when only some factors have moments, which leaves the update
+    /// per factor.
+    fn lay_out(&mut self, model: &Llama, layout: &FlatLayout) -> bool {
+        if matches!(&self.state, State::Flat { layout: l, .. } if l == layout) {
+            return true;
+        }
+        self.per_factor();
+        let State::PerFactor(map) = &mut self.state else {
+            unreachable!("just made per factor")
+        };
+        let complete = layout.slots.iter().all(|s| map.contains_key(&s.id));
+        if !map.is_empty() && !complete {
+            return false;
+        }
+        let device = model.device().inner();
+        let values: HashMap<ParamId, Tensor<2>> = model
+            .adapter_factors()
+            .into_iter()
+            .map(|(_, p)| (p.id, p.val().inner()))
+            .collect();
+        let nb = layout.buckets.len();
+        let params = (0..nb)
+            .map(|b| layout.gather(b, &device, |s| values[&s.id].clone()))
+            .collect();
+        let moments = complete.then(|| {
+            let gather = |f: fn(&Moments) -> &Tensor<2>| -> Vec<Tensor<1>> {
+                (0..nb)
+                    .map(|b| layout.gather(b, &device, |s| f(&map[&s.id]).clone()))
+                    .collect()
+            };
+            (gather(|m| &m.exp_avg), gather(|m| &m.exp_avg_sq))
+        });
+        self.state = State::Flat {
+            layout: layout.clone(),
+            params,
+            moments,
+        };
+        true
+    }
+
+    /// Brings the state back to one entry per factor.
+    fn per_factor(&mut self) {
+        if let State::Flat {
+            layout,
+            moments: Some((m, v)),
+            ..
+        } = &self.state
+        {
+            let map = layout
+                .slots
+                .iter()
+                .map(|s| {
+                    let moments = Moments {
+                        exp_avg: FlatLayout::view(s, &m[s.bucket]),
+                        exp_avg_sq: FlatLayout::view(s, &v[s.bucket]),
+                    };
+                    (s.id, moments)
+                })
+                .collect();
+            self.state = State::PerFactor(map);
+        } else if matches!(self.state, State::Flat { .. }) {
+            self.state = State::PerFactor(HashMap::new());
+        }
+    }
+
+    /// The update on buckets: one chain of element-wise ops per bucket; `model`'s factors become
+    /// views of the new values, bucket by bucket (so that one bucket's old and new values are
+    /// alive at once, not the whole adapter's).
+    fn step_flat(
+        &mut self,
+        mut model: Llama,
+        grads: Vec<Tensor<1>>,
+        clip: Option<Tensor<1>>,
+        k: &Coefficients,
+    ) -> Llama {
+        let State::Flat {
+            layout,
+            params,
+            moments,
+        } = std::mem::replace(&mut self.state, State::PerFactor(HashMap::new()))
+        else {
+            unreachable!("laid out before the step")
+        };
+        // Slot i is factor i % 2 (A, B) of adapter i / 2, in `adapter_factors`' order.
+        let owners: Vec<_> = model.adapters().iter().map(|(l, t, _)| (*l, *t)).collect();
+        let (mut ms, mut vs) = (Vec::new(), Vec::new());
+        let mut old_moments = moments.map(|(m, v)| (m.into_iter(), v.into_iter()));
+        let mut new_params = Vec::with_capacity(params.len());
+        for (b, (p, g)) in params.into_iter().zip(grads).enumerate() {
+            let old = old_moments
+                .as_mut()
+                .map(|(m, v)| (m.next().expect("a bucket"), v.next().expect("a bucket")));
+            let g = match &clip {
+                Some(c) => g * c.clone(),
+                None => g,
+            };
+            let (p, m, v) = update(p, g, old, k);
+            for (i, slot) in layout.slots.iter().enumerate() {
+                if slot.bucket != b {
+                    continue;
+                }
+                let (layer, target) = owners[i / 2];
+                let ad = model
+                    .linear_mut(layer, target)
+                    .lora
+                    .as_mut()
+                    .expect("the layout's adapter");
+                let param = if i % 2 == 0 {
+                    &mut ad.lora_a
+                } else {
+                    &mut ad.lora_b
+                };
+                let view = Tensor::from_inner(FlatLayout::view(slot, &p));
+                let view = if param.is_require_grad() {
+                    view.require_grad()
+                } else {
+                    view
+                };
+                *param = Param::initialized(slot.id, view);
+            }
+            new_params.push(p);
+            ms.push(m);
+            vs.push(v);
+        }
+        self.state = State::Flat {
+            layout,
+            params: new_params,
+            moments: Some((ms, vs)),
+        };
+        model
+    }
+
+    /// The update factor by factor.
+    fn step_per_factor(
+        &mut self,
+        mut model: Llama,
+        mut grads: GradientsParams,
+        clip: Option<&Tensor<2>>,
+        k: &Coefficients,
+    ) -> Llama {
+        let State::PerFactor(moments) = &mut self.state else {
+            unreachable!("made per factor before the step")
+        };
         for layer in 0..model.layers.len() {
             for target in LoraTarget::ALL {
                 let Some(mut ad) = model.linear_mut(layer, target).lora.take() else {
                     continue;
                 };
-                ad.lora_a = self.update(ad.lora_a, &mut grads, clip.as_ref(), &k);
-                ad.lora_b = self.update(ad.lora_b, &mut grads, clip.as_ref(), &k);
+                ad.lora_a = update_factor(ad.lora_a, &mut grads, moments, clip, k);
+                ad.lora_b = update_factor(ad.lora_b, &mut grads, moments, clip, k);
                 model.linear_mut(layer, target).lora = Some(ad);
             }
         }
         model
     }
+}
 
-    /// Updates one factor (its moments kept by value, so that fusion may write them in place).
-    fn update(
-        &mut self,
-        param: Param<Tensor<2>>,
-        grads: &mut GradientsParams,
-        clip: Option<&Tensor<2>>,
-        k: &Coefficients,
-    ) -> Param<Tensor<2>> {
-        let id = param.id;
-        let Some(grad) = grads.remove::<2>(id) else {
-            return param;
-        };
-        let g = match clip {
-            Some(c) => grad * c.clone(),
-            None => grad,
-        };
-        let (m, v) = match self.moments.remove(&id) {
-            Some(Moments {
-                exp_avg,
-                exp_avg_sq,
-            }) => (
-                exp_avg.mul_scalar(k.beta_1) + g.clone().mul_scalar(1.0 - k.beta_1),
-                exp_avg_sq.mul_scalar(k.beta_2) + g.square().mul_scalar(1.0 - k.beta_2),
-            ),
-            // Zero-initialised moments after their first update.
-            None => (
-                g.clone().mul_scalar(1.0 - k.beta_1),
-                g.square().mul_scalar(1.0 - k.beta_2),
-            ),
-        };
-        let denom = v
-            .clone()
-            .sqrt()
-            .mul_scalar(k.inv_sqrt_correction_2)
-            .add_scalar(k.epsilon);
-        let delta = m.clone().mul_scalar(k.step_size) / denom;
-        self.moments.insert(
+/// Updates one factor (its moments kept by value, so that fusion may write them in place).
+fn update_factor(
+    param: Param<Tensor<2>>,
+    grads: &mut GradientsParams,
+    moments: &mut HashMap<ParamId, Moments>,
+    clip: Option<&Tensor<2>>,
+    k: &Coefficients,
+) -> Param<Tensor<2>> {
+    let id = param.id;
+    let Some(grad) = grads.remove::<2>(id) else {
+        return param;
+    };
+    let g = match clip {
+        Some(c) => grad * c.clone(),
+        None => grad,
+    };
+    let old = moments.remove(&id).map(|m| (m.exp_avg, m.exp_avg_sq));
+    param.map(|p| {
+        let require_grad = p.is_require_grad();
+        let (updated, exp_avg, exp_avg_sq) = update(p.inner(), g, old, k);
+        moments.insert(
             id,
             Moments {
-                exp_avg: m,
-                exp_avg_sq: v,
+                exp_avg,
+                exp_avg_sq,
             },
         );
-        param.map(|p| {
-            let require_grad = p.is_require_grad();
-            let updated = p.inner();
-            let updated = if k.decay == 1.0 {
-                updated
-            } else {
-                updated.mul_scalar(k.decay)
-            } - delta;
-            let updated = Tensor::from_inner(updated);
-            if require_grad {
-                updated.require_grad()
-            } else {
-                updated
-            }
-        })
-    }
+        let updated = Tensor::from_inner(updated);
+        if require_grad {
+            updated.require_grad()
+        } else {
+            updated
+        }
+    })
+}
+
+/// torch's AdamW update of values `p` with (clipped) gradient `g` and moments `old` (`None`:
+/// zero-initialised, their first update): the new values and moments, one chain of element-wise
+/// ops that Burn's fusion compiles into one kernel.
+fn update<const D: usize>(
+    p: Tensor<D>,
+    g: Tensor<D>,
+    old: Option<(Tensor<D>, Tensor<D>)>,
+    k: &Coefficients,
+) -> (Tensor<D>, Tensor<D>, Tensor<D>) {
+    let (m, v) = match old {
+        Some((exp_avg, exp_avg_sq)) => (
+            exp_avg.mul_scalar(k.beta_1) + g.clone().mul_scalar(1.0 - k.beta_1),
+            exp_avg_sq.mul_scalar(k.beta_2) + g.square().mul_scalar(1.0 - k.beta_2),
+        ),
+        None => (
+            g.clone().mul_scalar(1.0 - k.beta_1),
+            g.square().mul_scalar(1.0 - k.beta_2),
+        ),
+    };
+    let denom = v
+        .clone()
+        .sqrt()
+        .mul_scalar(k.inv_sqrt_correction_2)
+        .add_scalar(k.epsilon);
+    let delta = m.clone().mul_scalar(k.step_size) / denom;
+    let p = if k.decay == 1.0 {
+        p
+    } else {
+        p.mul_scalar(k.decay)
+    } - delta;
+    (p, m, v)
 }
 
 /// The scalars of one step.

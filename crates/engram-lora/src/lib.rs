@@ -4,10 +4,10 @@
 //! [`TrainConfig`] (whose `Default` is the one home of the training defaults, EnronQA §6's) and
 //! trains adapters on facts — [`examples`] turns facts into chat-formatted examples, [`batches`]
 //! orders them, [`pack`] packs a batch into fixed-length rows (`layout = "packed"`), [`step`]
-//! computes one optimizer step without reading the device, [`adamw`] applies it (one fused
-//! pass per tensor), [`losses`] reads the step losses
-//! back once per logging interval, [`checkpoint`] saves every epoch so that
-//! `--resume` ends on the same adapter. [`peft`] writes and reads PEFT's adapter layout;
+//! computes one optimizer step without reading the device, [`flat`] lays the adapters' gradients,
+//! values and moments end to end, [`adamw`] applies the step (one fused pass per bucket),
+//! [`losses`] reads the step losses back once per logging interval, [`checkpoint`] saves every
+//! epoch so that `--resume` ends on the same adapter. [`peft`] writes and reads PEFT's adapter layout;
 //! [`merge`] folds an adapter into its base as an HF checkpoint. Answering with the trained
 //! model is [`engram_model::answer`]'s job.
 
@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod examples;
+pub mod flat;
 pub mod loss;
 pub mod losses;
 pub mod merge;

@@ -16,6 +16,7 @@ use crate::adamw::ClippedGradients;
 use crate::config::TrainConfig;
 use crate::error::Result;
 use crate::examples::TrainExample;
+use crate::flat::AdapterGrads;
 use crate::loss::{Batch, batch_loss};
 use crate::peft::{PeftAdapter, PeftFactors};
 use crate::step::optimizer;
@@ -190,6 +191,7 @@ pub fn update_probe(
             TensorData::new(vec![0.5f32], [1]),
             &device,
         ));
+        let grads = AdapterGrads::gather(&model, grads);
         model = optim.step(lr, model, ClippedGradients { grads, clip });
     }
     Ok(model

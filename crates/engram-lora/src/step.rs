@@ -1,7 +1,8 @@
 //! One optimizer step: its micro-batches forward and backward (the backend RNG re-seeded from
 //! (seed, step, micro-batch) before each, so dropout masks are reproducible), gradients
-//! accumulated, the global norm clipped as `torch.nn.utils.clip_grad_norm_`, and AdamW applied
-//! to the adapters ([`crate::adamw`]). Nothing here reads the device: the loss stays a device
+//! accumulated and gathered into flat buckets ([`crate::flat`]), the global norm clipped as
+//! `torch.nn.utils.clip_grad_norm_` (one fused square-and-sum per bucket), and AdamW applied to
+//! the adapters ([`crate::adamw`]). Nothing here reads the device: the loss stays a device
 //! tensor (the trainer reads losses once per logging interval, [`crate::losses`]) and the clip
 //! factor is computed on the device and applied inside the optimizer's update, as torch's
 //! foreach clipping applies it without reading it.
@@ -14,6 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::adamw::{AdamW, AdamWSettings, ClippedGradients};
 use crate::config::TrainConfig;
 use crate::examples::TrainExample;
+use crate::flat::AdapterGrads;
 use crate::loss::{Batch, batch_loss};
 
 /// The optimizer settings of every run: `torch.optim.AdamW`'s (β 0.9/0.999, eps 1e-8) with the
@@ -90,7 +92,7 @@ pub fn gradients(
         }
         tokens += batch.tokens;
     }
-    let grads = single.unwrap_or_else(|| accum.grads());
+    let grads = AdapterGrads::gather(model, single.unwrap_or_else(|| accum.grads()));
     let clip = cfg.clip().and_then(|max| clip_factor(model, &grads, max));
     StepGradients {
         loss: loss.expect("an optimizer step has at least one micro-batch"),
@@ -106,20 +108,13 @@ pub fn gradients(
 /// (`None` only when no adapter has a gradient). A non-finite norm behaves as torch's does
 /// without `error_if_nonfinite`: an infinite one zeroes the gradients, a NaN one makes them
 /// NaN, and the next step's loss shows it.
-pub fn clip_factor(model: &Llama, grads: &GradientsParams, max: f64) -> Option<Tensor<1>> {
-    let mut sums: Vec<Tensor<1>> = Vec::new();
-    for (_, p) in model.adapter_factors() {
-        if let Some(g) = grads.get::<2>(p.id) {
-            // Flat, so that the sum is one reduction over one axis (reducing a matrix to a
-            // scalar is one launch per axis where the device has no atomic float add).
-            let n = g.shape().num_elements();
-            sums.push(g.reshape([n]).square().sum_dim(0));
-        }
-    }
-    if sums.is_empty() {
-        return None;
-    }
-    let total = Tensor::cat(sums, 0).sum();
+pub fn clip_factor(model: &Llama, grads: &AdapterGrads, max: f64) -> Option<Tensor<1>> {
+    let mut sums = grads.squared_sums(model);
+    let total = match sums.len() {
+        0 => return None,
+        1 => sums.pop().expect("one sum"),
+        _ => Tensor::cat(sums, 0).sum(),
+    };
     Some(
         total
             .sqrt()

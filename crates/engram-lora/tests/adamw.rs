@@ -1,21 +1,24 @@
-//! engram's AdamW ([`engram_lora::adamw`]: one fused pass per tensor, the clip factor applied
-//! inside it) against Burn's `AdamW` (what engram trained with before), on the CPU backend and on
-//! wgpu (llvmpipe in CI): the same trajectory over several steps with weight decay and clipping,
-//! the clip factor equal to one computed on the host, a checkpoint of Burn's record resumed by
-//! engram's optimizer, and engram's own state file read back exactly or rejected with a named
-//! error.
+//! engram's AdamW ([`engram_lora::adamw`]: one fused pass per bucket of factors, the clip
+//! factor applied inside it) against Burn's `AdamW` (what engram trained with before), on the
+//! CPU backend and on wgpu (llvmpipe in CI): the same trajectory over several steps with weight
+//! decay and clipping, the clip factor equal to one computed on the host, a checkpoint of Burn's
+//! record resumed by engram's optimizer, and engram's own state file read back exactly or
+//! rejected with a named error; and the flat layout of the adapters it updates in buckets.
 
 use std::path::Path;
 
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{DType, Device, Tensor, TensorData};
 use engram_checkpoint::Checkpoint;
 use engram_lora::adamw::{AdamW, ClippedGradients};
+use engram_lora::flat::{ALIGN, AdapterGrads, FlatLayout};
 use engram_lora::optimizer_state::{self, LEGACY_OPTIMIZER_STATE, OPTIMIZER_STATE};
-use engram_lora::step::{gradients, optimizer, optimizer_settings};
+use engram_lora::step::{clip_factor, gradients, optimizer, optimizer_settings};
 use engram_lora::{TrainConfig, TrainExample, build_examples};
 use engram_model::{LaunchCounter, Llama, WeightDType};
 use engram_testkit::{facts, random_adapters, random_model, train_lock};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 const LR: f64 = 1e-2;
 
@@ -40,12 +43,17 @@ fn burn_adamw(cfg: &TrainConfig) -> ModuleOptimizer {
 
 /// A small random Llama with random rank-4 adapters on `device` (autodiff), and four examples.
 fn setup(device: &Device, dir: &Path) -> (Llama, Vec<TrainExample>) {
+    setup_at_rank(device, dir, 4)
+}
+
+/// [`setup`] with adapters of rank `rank`.
+fn setup_at_rank(device: &Device, dir: &Path, rank: usize) -> (Llama, Vec<TrainExample>) {
     random_model(dir, 64, 2, 4, 2, 128, 5);
     let ckpt = Checkpoint::open(dir.to_str().unwrap()).unwrap();
     let model = Llama::load(&ckpt, WeightDType::F32, &device.clone().autodiff()).unwrap();
     let tok = engram_tokenizer::ChatTokenizer::from_files(&ckpt.tokenizer).unwrap();
     let examples = build_examples(&tok, &facts(4), 4096).unwrap();
-    (random_adapters(model, 4, 11), examples)
+    (random_adapters(model, rank, 11), examples)
 }
 
 fn host<const D: usize>(t: Tensor<D>) -> Vec<f32> {
@@ -84,11 +92,11 @@ fn ids(model: &Llama) -> Vec<burn::module::ParamId> {
 }
 
 /// torch's clip factor computed on the host (f64) from the gradients' norm.
-fn host_factor(model: &Llama, grads: &GradientsParams, max: f64) -> f64 {
+fn host_factor(model: &Llama, grads: &AdapterGrads, max: f64) -> f64 {
     let norm = ids(model)
         .iter()
         .map(|&id| {
-            host(grads.get::<2>(id).unwrap())
+            host(grads.factor(id).unwrap())
                 .iter()
                 .map(|&g| (g as f64).powi(2))
                 .sum::<f64>()
@@ -114,8 +122,8 @@ fn ours_for(
 
 /// The gradients Burn's optimizer gets: scaled by the clip factor computed on the host.
 fn host_clipped(model: &Llama, grads: ClippedGradients, max: f64) -> GradientsParams {
-    let mut grads = grads.grads;
-    let factor = host_factor(model, &grads, max);
+    let factor = host_factor(model, &grads.grads, max);
+    let mut grads = grads.grads.into_per_factor();
     for id in ids(model) {
         let g = grads.remove::<2>(id).unwrap();
         grads.register(id, g.mul_scalar(factor));
@@ -126,7 +134,8 @@ fn host_clipped(model: &Llama, grads: ClippedGradients, max: f64) -> GradientsPa
 /// The gradients as engram's trainer handed them to Burn's optimizer before its own AdamW:
 /// each multiplied by the device clip factor and registered again.
 fn device_clipped(model: &Llama, grads: ClippedGradients) -> GradientsParams {
-    let ClippedGradients { mut grads, clip } = grads;
+    let ClippedGradients { grads, clip } = grads;
+    let mut grads = grads.into_per_factor();
     let factor: Tensor<2> = clip.unwrap().reshape([1, 1]);
     for id in ids(model) {
         let g = grads.remove::<2>(id).unwrap();
@@ -223,13 +232,14 @@ fn follows_burns_adamw_on_wgpu_in_fewer_launches() {
         launches.1 = counter.launched();
     }
     let tensors = 2 * ours.adapters().len() as u64;
+    let buckets = engram_lora::flat::FlatLayout::of(&ours).buckets.len() as u64;
     eprintln!(
-        "one clipped optimizer step over {tensors} factors: engram's AdamW {} launches, clip scaling + Burn's AdamW {}",
+        "one clipped optimizer step over {tensors} factors in {buckets} bucket(s): engram's AdamW {} launches, clip scaling + Burn's AdamW {}",
         launches.0, launches.1
     );
     assert!(
-        launches.0 <= tensors && launches.0 < launches.1,
-        "engram's AdamW launched {} kernels for {tensors} factors, clipping and Burn's {}",
+        launches.0 <= buckets && launches.0 < launches.1,
+        "engram's AdamW launched {} kernels for {tensors} factors in {buckets} bucket(s), clipping and Burn's {}",
         launches.0,
         launches.1
     );
@@ -346,7 +356,7 @@ fn a_step_is_torchs_adamw_formula() {
     for (_, p) in model.adapter_factors() {
         let st = adamw.moments(p.id).unwrap();
         let (m, v) = (host(st.exp_avg.clone()), host(st.exp_avg_sq.clone()));
-        let grad = host(g.grads.get::<2>(p.id).unwrap());
+        let grad = host(g.grads.factor(p.id).unwrap());
         let new: Vec<_> = host(p.val())
             .iter()
             .enumerate()
@@ -381,4 +391,142 @@ fn a_step_is_torchs_adamw_formula() {
         worst_p < 1e-5 && worst_m < 1e-5 && worst_v < 1e-5,
         "from torch's formula: update {worst_p} of a step, moments {worst_m} and {worst_v} of their largest"
     );
+}
+
+// The flat layout ([`engram_lora::flat`]), at rank 3 (k/v's `B` is 3 × 32 = 96 elements, so
+// slots are padded): gradients gathered into buckets read back as the per-factor gradients
+// they came from (gaps zero), the clip norm over buckets equals the host's, and AdamW on
+// buckets gives the per-factor update bit for bit over several steps and several buckets.
+
+/// `model`'s layout with buckets of at most 1,024 elements (several buckets).
+fn small_buckets(model: &Llama) -> FlatLayout {
+    let factors = model
+        .adapter_factors()
+        .into_iter()
+        .map(|(_, p)| (p.id, p.shape().dims::<2>()));
+    FlatLayout::from_shapes(factors, 1024)
+}
+
+fn gathers_what_it_was_given(device: Device) {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, _) = setup_at_rank(&device, dir.path(), 3);
+    let layout = small_buckets(&model);
+    assert!(layout.buckets.len() > 2, "{:?}", layout.buckets);
+    assert!(
+        layout.slots.iter().any(|s| s.len() % ALIGN != 0),
+        "no padded slot"
+    );
+    let inner = model.device().inner();
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut grads = GradientsParams::new();
+    let mut given = Vec::new();
+    for (_, p) in model.adapter_factors() {
+        let shape = p.shape().dims::<2>();
+        let g: Vec<f32> = (0..shape[0] * shape[1])
+            .map(|_| rng.random_range(-1.0..1.0))
+            .collect();
+        grads.register(
+            p.id,
+            Tensor::<2>::from_data(TensorData::new(g.clone(), shape), (&inner, DType::F32)),
+        );
+        given.push((p.id, g));
+    }
+    let flat = AdapterGrads::gather_in(layout.clone(), &model, grads);
+    let AdapterGrads::Flat { buckets, .. } = &flat else {
+        panic!("every factor had a gradient, yet they were not gathered")
+    };
+    for (id, g) in &given {
+        assert_eq!(&host(flat.factor(*id).unwrap()), g);
+    }
+    // What lies between slots is zero: each bucket's sum of squares is its slots'.
+    for (b, bucket) in buckets.iter().enumerate() {
+        let data = host(bucket.clone());
+        assert_eq!(data.len(), layout.buckets[b]);
+        let mut covered = vec![false; data.len()];
+        for s in layout.bucket_slots(b) {
+            covered[s.range()].iter_mut().for_each(|c| *c = true);
+        }
+        assert!(
+            data.iter().zip(&covered).all(|(x, c)| *c || *x == 0.0),
+            "bucket {b} has non-zero gaps"
+        );
+    }
+    let norm: f64 = given
+        .iter()
+        .flat_map(|(_, g)| g.iter())
+        .map(|&x| (x as f64).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let clip = host(clip_factor(&model, &flat, 1.0).unwrap())[0] as f64;
+    let want = 1.0 / (norm + 1e-6);
+    assert!(
+        (clip - want).abs() < 1e-5 * want,
+        "clip {clip}, host {want}"
+    );
+}
+
+#[test]
+fn gathers_what_it_was_given_on_the_cpu() {
+    let _g = train_lock();
+    gathers_what_it_was_given(Device::flex());
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn gathers_what_it_was_given_on_wgpu() {
+    let _g = train_lock();
+    gathers_what_it_was_given(engram_model::open_device("wgpu").expect("a wgpu adapter"));
+}
+
+/// Four steps of two optimizers from the same model, one on buckets, one per factor, each step
+/// on its model's own gradients and the same clip factor: equal bits, factors and moments.
+fn buckets_update_as_factors_do(device: Device) {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, examples) = setup_at_rank(&device, dir.path(), 3);
+    let cfg = settings();
+    let layout = small_buckets(&model);
+    let (mut flat, mut per) = (model.clone(), model);
+    let (mut flat_opt, mut per_opt) = (optimizer(&cfg), optimizer(&cfg));
+    let group = vec![(0..examples.len()).collect::<Vec<_>>()];
+    for step in 0..4 {
+        let g = gradients(&flat, &examples, &group, (0, None), step, &cfg).grads;
+        let grads = AdapterGrads::gather_in(layout.clone(), &flat, g.grads.into_per_factor());
+        assert!(matches!(grads, AdapterGrads::Flat { .. }));
+        let clip = g.clip;
+        flat = flat_opt.step(
+            LR,
+            flat,
+            ClippedGradients {
+                grads,
+                clip: clip.clone(),
+            },
+        );
+        let g = gradients(&per, &examples, &group, (0, None), step, &cfg).grads;
+        let grads = AdapterGrads::PerFactor(g.grads.into_per_factor());
+        per = per_opt.step(LR, per, ClippedGradients { grads, clip });
+    }
+    assert_eq!(flat_opt.len(), per_opt.len());
+    for ((name, a), (_, b)) in flat.adapter_factors().iter().zip(per.adapter_factors()) {
+        assert_eq!(host(a.val()), host(b.val()), "{name}");
+        assert!(a.is_require_grad(), "{name} no longer trains");
+        let (x, y) = (
+            flat_opt.moments(a.id).unwrap(),
+            per_opt.moments(b.id).unwrap(),
+        );
+        assert_eq!(host(x.exp_avg), host(y.exp_avg), "{name}");
+        assert_eq!(host(x.exp_avg_sq), host(y.exp_avg_sq), "{name}");
+    }
+}
+
+#[test]
+fn buckets_update_as_factors_do_on_the_cpu() {
+    let _g = train_lock();
+    buckets_update_as_factors_do(Device::flex());
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn buckets_update_as_factors_do_on_wgpu() {
+    let _g = train_lock();
+    buckets_update_as_factors_do(engram_model::open_device("wgpu").expect("a wgpu adapter"));
 }

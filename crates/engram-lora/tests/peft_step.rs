@@ -81,7 +81,7 @@ fn three_steps_follow_peft(group: &[Vec<usize>]) {
         );
         let mut squares = 0f64;
         for (name, p) in model.adapter_factors() {
-            let grad = g.grads.grads.get::<2>(p.id).expect("a gradient");
+            let grad = g.grads.grads.factor(p.id).expect("a gradient");
             let grad = host(grad);
             squares += grad.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>();
             if step == 0 {

@@ -9,6 +9,7 @@ use burn::tensor::Device;
 use engram_lora::TrainConfig;
 use engram_lora::adamw::{AdamW, ClippedGradients};
 use engram_lora::examples::TrainExample;
+use engram_lora::flat::AdapterGrads;
 use engram_lora::loss::{Batch, batch_loss};
 use engram_lora::step::clip_factor;
 use engram_model::{LaunchCounter, Llama};
@@ -59,8 +60,10 @@ pub fn step_phases(
     let (grads, backward) = counted(&device, "backward", || {
         GradientsParams::from_grads(loss.backward(), &model)
     });
-    let (clip, clip_phase) = counted(&device, "clip", || {
-        cfg.clip().and_then(|max| clip_factor(&model, &grads, max))
+    let ((grads, clip), clip_phase) = counted(&device, "clip", || {
+        let grads = AdapterGrads::gather(&model, grads);
+        let clip = cfg.clip().and_then(|max| clip_factor(&model, &grads, max));
+        (grads, clip)
     });
     let (model, adamw) = counted(&device, "adamw", || {
         optim.step(1e-4, model, ClippedGradients { grads, clip })
