@@ -27,6 +27,7 @@ pub mod lora;
 pub mod mask;
 pub mod mlp;
 pub mod norm;
+pub mod norm_op;
 pub mod rope;
 pub mod sampling;
 pub mod session;

@@ -2,7 +2,7 @@
 //! the input dtype, then scaled by the weight.
 
 use burn::module::{Module, Param};
-use burn::tensor::{DType, Tensor};
+use burn::tensor::Tensor;
 
 /// Root-mean-square layer norm.
 #[derive(Module, Debug)]
@@ -30,10 +30,18 @@ impl RmsNorm {
     }
 }
 
-/// [`RmsNorm::forward`] in Burn ops (every backend).
+/// [`RmsNorm::forward`] in Burn ops (every backend): one operation whose backward is the closed
+/// form ([`crate::norm_op`]); its forward runs the ops of [`rms_norm_composed`], in that order.
 pub(crate) fn rms_norm_ops<const D: usize>(x: Tensor<D>, w: Tensor<1>, eps: f64) -> Tensor<D> {
+    crate::norm_op::rms_norm(x, w, eps)
+}
+
+/// RMSNorm composed of Burn tensor ops, which autodiff differentiates op by op: the reference
+/// [`rms_norm_ops`] is tested against.
+#[cfg(test)]
+pub(crate) fn rms_norm_composed<const D: usize>(x: Tensor<D>, w: Tensor<1>, eps: f64) -> Tensor<D> {
     let dtype = x.dtype();
-    let x32 = x.cast(DType::F32);
+    let x32 = x.cast(burn::tensor::DType::F32);
     let var = x32.clone().square().mean_dim(D - 1);
     let normed = (x32 * (var + eps).sqrt().recip()).cast(dtype);
     normed * w.cast(dtype).unsqueeze()
