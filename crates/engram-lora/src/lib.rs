@@ -15,6 +15,7 @@ pub mod adamw;
 pub mod batches;
 pub mod checkpoint;
 pub mod config;
+pub mod cross_entropy;
 pub mod error;
 pub mod examples;
 pub mod flat;

@@ -2,19 +2,20 @@
 //! tokens (answer + end of turn) of the whole optimizer step, as transformers'
 //! `LlamaForCausalLM` loss with `-100` labels. Only the hidden states that predict a label go
 //! through the language-model head, which gives the same value and gradient as full logits at a
-//! fraction of the vocabulary projection.
+//! fraction of the vocabulary projection. The cross-entropy itself is one autodiff node with a
+//! closed-form backward ([`crate::cross_entropy`]).
 //!
 //! A batch is laid out padded (one right-padded row per example) or packed (examples end to end
 //! in rows of a fixed length, [`crate::pack`]); a packed row carries each slot's position and
 //! sequence (segment), and its mask — causal inside each sequence, nothing across — is built on
 //! the device from the segments ([`engram_model::mask::segment_mask`]).
 
-use burn::tensor::activation::log_softmax;
-use burn::tensor::{DType, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use engram_model::Llama;
 use engram_model::llama::ids_tensor;
 use engram_model::mask::{causal_mask, segment_mask};
 
+use crate::cross_entropy::label_nll;
 use crate::examples::TrainExample;
 use crate::pack::pack_rows;
 
@@ -160,11 +161,9 @@ pub fn batch_loss(model: &Llama, batch: &Batch, normalizer: f64) -> Tensor<1> {
         Tensor::from_data(TensorData::new(batch.predict_at.clone(), [n]), &device);
     let picked = hidden.select(0, at).reshape([1, n, h]);
     let logits = model.logits(picked).reshape([n, model.config.vocab_size]);
-    let logp = log_softmax(logits.cast(DType::F32), 1);
     let targets: Tensor<2, Int> =
         Tensor::from_data(TensorData::new(batch.targets.clone(), [n, 1]), &device);
-    let nll = logp.gather(1, targets).sum().neg();
-    nll.div_scalar(normalizer)
+    label_nll(logits, targets, normalizer)
 }
 
 #[cfg(test)]

@@ -1,0 +1,218 @@
+//! The labels' cross-entropy as one operation with a hand-derived backward (a Burn backend
+//! extension).
+//!
+//! Differentiated op by op, as Burn's autodiff does for `log_softmax` (max, shift, exp, sum, log,
+//! shift), `gather`, `sum`, `neg` and the division by the step's label count, the loss's backward
+//! is some fifteen small operations — a zero tensor and a scatter for `gather`, the broadcast
+//! shift's reduction, `log`'s and `exp`'s products, scalar ones for `neg` and the division —
+//! which Burn's fusion ran mostly one kernel each on GPU backends. Here the loss is one autodiff
+//! node whose backward is the closed form
+//!
+//! `L = −Σᵢ log pᵢ[tᵢ] / N` with `log p = log_softmax(logits)` (f32):
+//! `dlogits = (g / N) · (p − onehot(t))`,
+//!
+//! one element-wise pass and one scatter. The forward runs Burn's `log_softmax` ops, the gather,
+//! the sum and the division in the same order as before (same bits); the gradient equals
+//! autodiff's op-by-op one up to float rounding (tests). The logits' gradient comes back in the
+//! logits' dtype, as through the f32 cast it replaces.
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
+use burn::tensor::{IndexingUpdateOp, Int, Shape, Tensor};
+
+/// The loss's forward pieces: `(loss, log p)`; `targets` is `[n, 1]`.
+fn forward_parts<B: Backend>(
+    logits: FloatTensor<B>,
+    targets: IntTensor<B>,
+    normalizer: f64,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let x = B::float_cast(logits, FloatDType::F32);
+    // Burn's `log_softmax` over dimension 1, op for op.
+    let max = B::float_max_dim(B::float_detach(x.clone()), 1);
+    let shifted = B::float_sub(x, max);
+    let log_sum_exp = B::float_log(B::float_sum_dim(B::float_exp(shifted.clone()), 1));
+    let logp = B::float_sub(shifted, log_sum_exp);
+    let nll = B::float_neg(B::float_sum(B::float_gather(1, logp.clone(), targets)));
+    (B::float_div_scalar(nll, normalizer.into()), logp)
+}
+
+/// The labels' summed negative log-likelihood as one backend operation (see the module docs).
+#[backend_extension(Flex, Cube: cfg(any(feature = "wgpu", feature = "cuda")), Autodiff)]
+pub trait LabelNllOp: Backend {
+    /// `−Σᵢ log_softmax(logits)[i, targets[i]] / normalizer` for `logits` `[n, vocab]` and
+    /// `targets` `[n, 1]`, in f32, as a 1-element tensor.
+    fn label_nll(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        normalizer: f64,
+    ) -> FloatTensor<Self> {
+        forward_parts::<Self>(logits, targets, normalizer).0
+    }
+}
+
+impl LabelNllOp for burn::backend::Flex {}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+impl LabelNllOp for burn::backend::Cube {}
+
+/// The backward's state: `log p` (f32), the targets, the normalizer and the logits' dtype.
+type State<B> = (FloatTensor<B>, IntTensor<B>, f64, FloatDType);
+
+#[derive(Debug)]
+struct LabelNllBackward;
+
+impl<B: Backend> Backward<B, 1> for LabelNllBackward {
+    type State = State<B>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let (logp, targets, normalizer, dtype) = ops.state;
+        unary::<B, _>(ops.parents, ops.node, grads, |g| {
+            // s = g / N, shaped [1, 1] to broadcast over the rows.
+            let s = B::float_reshape(
+                B::float_div_scalar(g, normalizer.into()),
+                Shape::from([1, 1]),
+            );
+            let rows = targets.shape()[0];
+            let p_scaled = B::float_mul(B::float_exp(logp), s.clone());
+            let minus_s = B::float_expand(B::float_neg(s), Shape::from([rows, 1]));
+            let d = B::float_scatter(1, p_scaled, targets, minus_s, IndexingUpdateOp::Add);
+            B::float_cast(d, dtype)
+        });
+    }
+}
+
+impl<B: Backend, C: CheckpointStrategy> LabelNllOp for Autodiff<B, C> {
+    fn label_nll(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        normalizer: f64,
+    ) -> FloatTensor<Self> {
+        let dtype = FloatDType::from(logits.dtype());
+        match LabelNllBackward
+            .prepare::<C>([logits.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (loss, logp) =
+                    forward_parts::<B>(logits.into_primitive(), targets.clone(), normalizer);
+                prep.finish((logp, targets, normalizer, dtype), loss)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(forward_parts::<B>(logits.into_primitive(), targets, normalizer).0)
+            }
+        }
+    }
+}
+
+/// [`LabelNllOp::label_nll`] on tensors: `−Σᵢ log_softmax(logits)[i, targets[i]] / normalizer`
+/// for `logits` `[n, vocab]` and `targets` `[n, 1]`, a 1-element f32 tensor, in one autodiff
+/// node.
+pub fn label_nll(logits: Tensor<2>, targets: Tensor<2, Int>, normalizer: f64) -> Tensor<1> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as LabelNllOp>::label_nll(
+        logits.into_dispatch(),
+        targets.into_dispatch(),
+        normalizer,
+    ))
+}
+
+/// The loss composed of Burn tensor ops, which autodiff differentiates op by op: the reference
+/// [`label_nll`] is tested against.
+#[cfg(test)]
+pub(crate) fn label_nll_composed(
+    logits: Tensor<2>,
+    targets: Tensor<2, Int>,
+    normalizer: f64,
+) -> Tensor<1> {
+    let logp = burn::tensor::activation::log_softmax(logits.cast(burn::tensor::DType::F32), 1);
+    logp.gather(1, targets).sum().neg().div_scalar(normalizer)
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
+
+    use super::{label_nll, label_nll_composed};
+
+    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+        t.cast(DType::F32)
+            .into_data()
+            .try_into_vec_as::<f32>()
+            .unwrap()
+    }
+
+    fn max_rel_diff(got: &[f32], want: &[f32]) -> f32 {
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+        got.iter()
+            .zip(want)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs() / scale))
+    }
+
+    /// The op's loss and its logits' gradient against autodiff through the composed ops, for
+    /// logits in `dtype`; targets repeat (two rows predict the same token).
+    fn check(device: &Device, dtype: DType, tol: f32) {
+        let (n, vocab) = (7, 50);
+        let logits0 = Tensor::<2>::random([n, vocab], Distribution::Normal(0.0, 3.0), device);
+        let targets: Tensor<2, Int> = Tensor::from_data(
+            TensorData::new(vec![3i64, 49, 0, 3, 17, 25, 8], [n, 1]),
+            device,
+        );
+        let run = |composed: bool| {
+            let logits = logits0.clone().cast(dtype).require_grad();
+            let loss = if composed {
+                label_nll_composed(logits.clone(), targets.clone(), 11.0)
+            } else {
+                label_nll(logits.clone(), targets.clone(), 11.0)
+            };
+            assert_eq!((loss.dims(), loss.dtype()), ([1], DType::F32));
+            // A scale on the loss, so that the upstream gradient is not 1.
+            let grads = loss.clone().mul_scalar(3.0).backward();
+            let g = logits.grad(&grads).unwrap();
+            assert_eq!(g.dtype(), dtype);
+            (values(loss), values(g))
+        };
+        let (loss, g) = run(false);
+        let (loss_ref, g_ref) = run(true);
+        // The forward is the composed ops, in their order: the same bits.
+        assert_eq!(loss, loss_ref, "{dtype:?} loss");
+        let d = max_rel_diff(&g, &g_ref);
+        assert!(d <= tol, "{dtype:?}: logits grad {d} (tol {tol})");
+        // The target entries carry the large negative gradient.
+        assert!(g_ref.iter().any(|v| *v < -0.1));
+    }
+
+    #[test]
+    fn the_gradient_matches_autodiff_through_the_composed_ops() {
+        let device = Device::flex().autodiff();
+        device.seed(11);
+        check(&device, DType::F32, 1e-5);
+        check(&device, DType::BF16, 2e-2);
+    }
+
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn the_gradient_matches_on_wgpu() {
+        let device = engram_model::open_device("wgpu")
+            .expect("a wgpu adapter (CI installs llvmpipe)")
+            .autodiff();
+        device.seed(12);
+        check(&device, DType::F32, 1e-5);
+    }
+
+    #[test]
+    fn without_autodiff_the_op_is_the_composed_forward() {
+        let device = Device::flex();
+        device.seed(13);
+        let logits = Tensor::<2>::random([5, 30], Distribution::Normal(0.0, 2.0), &device);
+        let targets: Tensor<2, Int> =
+            Tensor::from_data(TensorData::new(vec![1i64, 2, 29, 0, 2], [5, 1]), &device);
+        assert_eq!(
+            values(label_nll(logits.clone(), targets.clone(), 4.0)),
+            values(label_nll_composed(logits, targets, 4.0))
+        );
+    }
+}
