@@ -17,6 +17,7 @@ use burn::tensor::activation::softmax;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, DType, Device, Tensor, TensorData};
 
+use crate::attention_op::attention_core;
 use crate::kv_cache::LayerCache;
 use crate::linear::{Linear, shared_adapter_input};
 use crate::rope::apply_rotary;
@@ -83,29 +84,47 @@ impl Attention {
         // Grouped-query attention without repeating keys/values: query heads sharing a kv head
         // (HF's repeat_kv maps head i to kv head i / groups) are stacked along the sequence
         // axis, so each kv head is read once: [b, kv, groups * t, d] x [b, kv, d, s].
-        let groups = h / kv;
-        let s = k.dims()[2];
-        let dtype = q.dtype();
-        let q = q.reshape([b, kv, groups * t, d]);
-        let scores = q
-            .matmul(k.swap_dims(2, 3))
-            .mul_scalar(scale)
-            .cast(DType::F32);
-        let scores = scores.reshape([b, h, t, s]);
-        let scores = match mask {
-            Some(m) => scores.mask_fill(m.clone(), f32::MIN),
-            None => scores,
+        let q = q.reshape([b, kv, (h / kv) * t, d]);
+        let out = match mask {
+            // One autodiff node with a closed-form backward (same forward ops).
+            Some(m) => attention_core(q, k, v, m.clone(), h, scale),
+            None => attention_eager(q, k, v, None, h, scale),
         };
-        let probs = softmax(scores, 3)
-            .cast(dtype)
-            .reshape([b, kv, groups * t, s]);
-        let out = probs
-            .matmul(v)
+        let out = out
             .reshape([b, h, t, d])
             .swap_dims(1, 2)
             .reshape([1, b * t, h * d]);
         self.o_proj.forward(out)
     }
+}
+
+/// Eager grouped attention in Burn ops, differentiated op by op: `q: [b, kv, groups · t, d]`,
+/// `k`, `v: [b, kv, s, d]`, `mask: [b, 1, t, s]` (true = masked), `heads = kv · groups`;
+/// returns `[b, kv, groups · t, d]`. Scores and softmax in f32, probabilities cast back to the
+/// input dtype, as transformers' eager path. With a mask, [`attention_core`] runs these ops as
+/// one autodiff node.
+pub(crate) fn attention_eager(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    mask: Option<Tensor<4, Bool>>,
+    heads: usize,
+    scale: f64,
+) -> Tensor<4> {
+    let [b, kv, gt, _] = q.dims();
+    let (t, s) = (gt * kv / heads, k.dims()[2]);
+    let dtype = q.dtype();
+    let scores = q
+        .matmul(k.swap_dims(2, 3))
+        .mul_scalar(scale)
+        .cast(DType::F32)
+        .reshape([b, heads, t, s]);
+    let scores = match mask {
+        Some(m) => scores.mask_fill(m, f32::MIN),
+        None => scores,
+    };
+    let probs = softmax(scores, 3).cast(dtype).reshape([b, kv, gt, s]);
+    probs.matmul(v)
 }
 
 /// Query slots up to which a cached step attends through [`engram_kernels::KvBuffer::attend`] (a decode step;

@@ -11,6 +11,7 @@
 pub mod adapters;
 pub mod answer;
 pub mod attention;
+pub mod attention_op;
 pub mod block;
 pub mod config;
 pub mod cpu_matmul;
