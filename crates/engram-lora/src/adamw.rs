@@ -23,7 +23,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use engram_model::{Llama, LoraTarget};
 
-use crate::flat::{AdapterGrads, FlatLayout};
+use crate::flat::{AdapterGrads, FlatLayout, Slot};
 
 /// AdamW's hyper-parameters (torch's defaults but the weight decay, which is the run's).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -134,10 +134,11 @@ impl AdamW {
                 layout,
                 moments: Some((m, v)),
                 ..
-            } => layout.slots.iter().find(|s| s.id == id).map(|s| Moments {
-                exp_avg: FlatLayout::view(s, &m[s.bucket]),
-                exp_avg_sq: FlatLayout::view(s, &v[s.bucket]),
-            }),
+            } => layout
+                .slots
+                .iter()
+                .find(|s| s.id == id)
+                .map(|s| slot_moments(s, m, v)),
             State::Flat { moments: None, .. } => None,
         }
     }
@@ -240,13 +241,7 @@ impl AdamW {
             let map = layout
                 .slots
                 .iter()
-                .map(|s| {
-                    let moments = Moments {
-                        exp_avg: FlatLayout::view(s, &m[s.bucket]),
-                        exp_avg_sq: FlatLayout::view(s, &v[s.bucket]),
-                    };
-                    (s.id, moments)
-                })
+                .map(|s| (s.id, slot_moments(s, m, v)))
                 .collect();
             self.state = State::PerFactor(map);
         } else if matches!(self.state, State::Flat { .. }) {
@@ -301,12 +296,8 @@ impl AdamW {
                 } else {
                     &mut ad.lora_b
                 };
-                let view = Tensor::from_inner(FlatLayout::view(slot, &p));
-                let view = if param.is_require_grad() {
-                    view.require_grad()
-                } else {
-                    view
-                };
+                let view = Tensor::from_inner(FlatLayout::view(slot, &p))
+                    .set_require_grad(param.is_require_grad());
                 *param = Param::initialized(slot.id, view);
             }
             new_params.push(p);
@@ -346,6 +337,14 @@ impl AdamW {
     }
 }
 
+/// The moments of `slot`: views of its place in the buckets `m` and `v`.
+fn slot_moments(slot: &Slot, m: &[Tensor<1>], v: &[Tensor<1>]) -> Moments {
+    Moments {
+        exp_avg: FlatLayout::view(slot, &m[slot.bucket]),
+        exp_avg_sq: FlatLayout::view(slot, &v[slot.bucket]),
+    }
+}
+
 /// Updates one factor (its moments kept by value, so that fusion may write them in place).
 fn update_factor(
     param: Param<Tensor<2>>,
@@ -373,12 +372,7 @@ fn update_factor(
                 exp_avg_sq,
             },
         );
-        let updated = Tensor::from_inner(updated);
-        if require_grad {
-            updated.require_grad()
-        } else {
-            updated
-        }
+        Tensor::from_inner(updated).set_require_grad(require_grad)
     })
 }
 

@@ -139,7 +139,7 @@ impl FlatLayout {
 /// shape at r 64, 2 cores: buckets 94–120 tok/s against 130 per factor), so there the update
 /// stays per factor.
 pub fn fuses(device: &Device) -> bool {
-    device.clone().inner() != Device::flex()
+    !engram_model::is_cpu(device)
 }
 
 /// A step's adapter gradients: gathered into the flat layout when every factor has one (the

@@ -112,9 +112,7 @@ impl Drop for ProductScope {
 /// Whether the loader keeps quantized blocks for the kernel on `device` with weights in
 /// `dtype`: the CPU device, f32, and a CPU with the kernel's SIMD.
 pub fn keeps_blocks(device: &Device, dtype: DType) -> bool {
-    device.clone().inner() == Device::flex()
-        && dtype == DType::F32
-        && engram_kernels::simd_available()
+    crate::is_cpu(device) && dtype == DType::F32 && engram_kernels::simd_available()
 }
 
 /// `x[.., k] · wᵀ` for a contiguous f32 `w: [n, k]` (a tied embedding as the language-model

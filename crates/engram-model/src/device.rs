@@ -174,6 +174,12 @@ fn libdevice_in(
     }
 }
 
+/// Whether `device` is the CPU backend (`flex`), with or without autodiff: where tensor ops run
+/// on the host one pass each and no kernel is launched.
+pub fn is_cpu(device: &Device) -> bool {
+    device.clone().inner() == Device::flex()
+}
+
 /// The name the device gives itself (`NVIDIA H200`, `llvmpipe (LLVM 15.0.6, 256 bits)`), where
 /// the backend reports one.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]

@@ -38,7 +38,9 @@ pub use answer::{
 };
 pub use burn;
 pub use config::{LlamaConfig, RopeScaling};
-pub use device::{available_backends, device_from_name, device_memory, device_name, open_device};
+pub use device::{
+    available_backends, device_from_name, device_memory, device_name, is_cpu, open_device,
+};
 pub use error::{ModelError, Result};
 pub use generate::{
     Generation, GenerationConfig, forced_logprobs, generate, generate_after_prefix,

@@ -2,7 +2,7 @@
 //! [`host_dropout_applies`]); other devices use Burn's `Dropout`.
 
 use burn::nn::Dropout;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData};
 use rand::SeedableRng;
 
 /// Whether [`host_dropout`] replaces Burn's `Dropout` for `x`: training (autodiff) on the CPU
@@ -14,7 +14,7 @@ pub(crate) fn host_dropout_applies<const D: usize>(dropout: &Dropout, x: &Tensor
     dropout.prob > 0.0
         && dropout.training.is_enabled()
         && device.is_autodiff()
-        && device.inner() == Device::flex()
+        && crate::is_cpu(&device)
 }
 
 /// Inverted dropout as Burn's and torch's (each element kept with probability `1 - p` and then
@@ -53,6 +53,7 @@ pub(crate) fn host_dropout<const D: usize>(x: Tensor<D>, p: f64) -> Tensor<D> {
 mod tests {
     use super::*;
     use burn::nn::DropoutConfig;
+    use burn::tensor::Device;
 
     #[test]
     fn host_dropout_keeps_one_minus_p_scaled_and_follows_the_seed() {
