@@ -30,6 +30,7 @@ pub mod mlp;
 pub mod norm;
 pub mod norm_op;
 pub mod rope;
+pub mod rope_op;
 pub mod sampling;
 pub mod session;
 

@@ -188,8 +188,16 @@ pub fn apply_rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4>
     }
 }
 
-/// [`apply_rotary`] in Burn ops (every backend).
+/// [`apply_rotary`] in Burn ops (every backend): one operation whose backward is the rotation
+/// by −θ ([`crate::rope_op`]); its forward runs the ops of [`rotary_composed`], in that order.
 pub(crate) fn rotary_ops(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+    crate::rope_op::rotary(x, cos, sin)
+}
+
+/// RoPE composed of Burn tensor ops, which autodiff differentiates op by op: the reference
+/// [`rotary_ops`] is tested against.
+#[cfg(test)]
+pub(crate) fn rotary_composed(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     let [b, t, h, hd] = x.dims();
     let swapped = x
         .clone()

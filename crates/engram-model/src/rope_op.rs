@@ -1,0 +1,184 @@
+//! Rotate-half RoPE as one operation with a hand-derived backward (a Burn backend extension).
+//!
+//! The forward is [`crate::rope`]'s `y = x · cos + F(x) · sin`, where `F` swaps the two halves of
+//! each head (one flip) and `sin` is the signed table `[-sin, sin]`. Differentiated op by op,
+//! autodiff forms `dx = dy · cos + F(dy · sin)`: a product, a flip of it and a sum, three kernels
+//! for each of q and k, since the flip cannot fuse. `F` is its own transpose and the signed
+//! table satisfies `F(sin) = −sin` exactly (negation is exact), so
+//!
+//! `dx = dy · cos + F(sin) · F(dy) = dy · cos − sin · F(dy)`,
+//!
+//! the rotation by −θ: one flip of `dy` and one fused pass, two kernels. The two forms compute
+//! the same products and the same sum, so the gradient is the same bits as autodiff's (tests);
+//! the forward runs the same ops in the same order as before.
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
+use burn::tensor::{Shape, Tensor};
+
+/// `F(x)`: the two halves of each head's last dimension swapped (`[b, t, h, d]`).
+fn swap_halves<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let shape = x.shape();
+    let [b, t, h, d] = [shape[0], shape[1], shape[2], shape[3]];
+    let split = B::float_reshape(x, Shape::from([b, t, h, 2, d / 2]));
+    B::float_reshape(B::float_flip(split, &[3]), Shape::from([b, t, h, d]))
+}
+
+/// `x · cos + F(x) · sin` with the tables cast to `x`'s dtype, in [`crate::rope`]'s op order.
+fn forward<B: Backend>(
+    x: FloatTensor<B>,
+    cos: FloatTensor<B>,
+    sin: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let dtype = FloatDType::from(x.dtype());
+    let swapped = swap_halves::<B>(x.clone());
+    let a = B::float_mul(x, B::float_cast(cos, dtype));
+    let b = B::float_mul(swapped, B::float_cast(sin, dtype));
+    B::float_add(a, b)
+}
+
+/// Rotate-half RoPE as one backend operation (see the module docs).
+#[backend_extension(Flex, Cube: cfg(any(feature = "wgpu", feature = "cuda")), Autodiff)]
+pub trait RotaryOp: Backend {
+    /// `x · cos + swap_halves(x) · sin` for `x: [batch, seq, heads, head_dim]` and tables
+    /// `[batch or 1, seq, 1, head_dim]` (`sin` signed, as [`crate::rope::Rotary`] builds it).
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        forward::<Self>(x, cos, sin)
+    }
+}
+
+impl RotaryOp for burn::backend::Flex {}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+impl RotaryOp for burn::backend::Cube {}
+
+#[derive(Debug)]
+struct RotaryBackward;
+
+impl<B: Backend> Backward<B, 1> for RotaryBackward {
+    /// The tables.
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let (cos, sin) = ops.state;
+        unary::<B, _>(ops.parents, ops.node, grads, |dy| {
+            let dtype = FloatDType::from(dy.dtype());
+            let flipped = swap_halves::<B>(dy.clone());
+            let a = B::float_mul(dy, B::float_cast(cos, dtype));
+            let b = B::float_mul(flipped, B::float_cast(sin, dtype));
+            B::float_sub(a, b)
+        });
+    }
+}
+
+impl<B: Backend, C: CheckpointStrategy> RotaryOp for Autodiff<B, C> {
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
+        match RotaryBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = forward::<B>(x.into_primitive(), cos.clone(), sin.clone());
+                prep.finish((cos, sin), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(forward::<B>(x.into_primitive(), cos, sin)),
+        }
+    }
+}
+
+/// [`RotaryOp::rotary`] on tensors, in one autodiff node (the tables get no gradient).
+pub fn rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as RotaryOp>::rotary(
+        x.into_dispatch(),
+        cos.clone().into_dispatch(),
+        sin.clone().into_dispatch(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{DType, Device, Distribution, Tensor};
+
+    use super::rotary;
+    use crate::rope::rotary_composed;
+
+    fn values(t: Tensor<4>) -> Vec<f32> {
+        t.cast(DType::F32)
+            .into_data()
+            .try_into_vec_as::<f32>()
+            .unwrap()
+    }
+
+    /// Tables of the signed form: `sin`'s first half the negated second.
+    fn tables(device: &Device) -> (Tensor<4>, Tensor<4>) {
+        let (t, d) = (5, 8);
+        let mut cos = Vec::new();
+        let mut sin = Vec::new();
+        for p in 0..t {
+            let f: Vec<f32> = (0..d / 2).map(|i| p as f32 * 0.7f32.powi(i)).collect();
+            for sign in [-1f32, 1.0] {
+                cos.extend(f.iter().map(|x| x.cos()));
+                sin.extend(f.iter().map(|x| sign * x.sin()));
+            }
+        }
+        let data = |v| burn::tensor::TensorData::new(v, [1, t, 1, d]);
+        (
+            Tensor::from_data(data(cos), device),
+            Tensor::from_data(data(sin), device),
+        )
+    }
+
+    /// The op's output and gradient against autodiff through the composed ops: the same bits.
+    fn check(device: &Device, dtype: DType) {
+        let (cos, sin) = tables(device);
+        let x0 = Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), device);
+        let up = Tensor::<4>::random(x0.shape(), Distribution::Normal(0.0, 1.0), device);
+        let run = |composed: bool| {
+            let x = x0.clone().cast(dtype).require_grad();
+            let y = if composed {
+                rotary_composed(x.clone(), &cos, &sin)
+            } else {
+                rotary(x.clone(), &cos, &sin)
+            };
+            let grads = (y.clone().cast(DType::F32) * up.clone()).sum().backward();
+            (values(y), values(x.grad(&grads).unwrap()))
+        };
+        let (y, g) = run(false);
+        let (y_ref, g_ref) = run(true);
+        assert_eq!(y, y_ref, "{dtype:?} forward");
+        assert_eq!(g, g_ref, "{dtype:?} gradient");
+        assert!(g_ref.iter().any(|v| v.abs() > 0.1));
+    }
+
+    #[test]
+    fn the_gradient_is_autodiffs_to_the_bit() {
+        let device = Device::flex().autodiff();
+        device.seed(31);
+        check(&device, DType::F32);
+        check(&device, DType::BF16);
+    }
+
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn the_gradient_is_autodiffs_to_the_bit_on_wgpu() {
+        let device = crate::open_device("wgpu")
+            .expect("a wgpu adapter (CI installs llvmpipe)")
+            .autodiff();
+        device.seed(32);
+        check(&device, DType::F32);
+    }
+}
