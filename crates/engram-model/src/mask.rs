@@ -2,6 +2,8 @@
 //! slots per row starting at a common slot `pad_start`: 0 for left-padded prompts, the prefix
 //! length when rows share a cached prefix and their own suffixes are left-padded after it.
 
+use std::sync::Mutex;
+
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 
 /// The mask for `t` new query slots starting at slot `start`, over `start + t` key slots, for rows
@@ -49,9 +51,38 @@ pub fn attention_mask_from(
 /// The causal mask of `b` unpadded (or right-padded) rows of `t` slots, `[b, 1, t, t]` (true =
 /// masked: keys after the query), built on the device: nothing is uploaded.
 pub fn causal_mask(b: usize, t: usize, device: &Device) -> Tensor<4, Bool> {
-    Tensor::<2, Bool>::tril_mask([t, t], 0, device)
+    causal_part(t, device)
         .reshape([1, 1, t, t])
         .expand([b, 1, t, t])
+}
+
+/// Causal parts kept on their device, `(device, t, [t, t])`, the most recent last: a training
+/// run asks for the same few lengths every step, and building one is two `arange`s and a
+/// comparison (five kernels on a GPU).
+static CAUSAL_PARTS: Mutex<Vec<(Device, usize, Tensor<2, Bool>)>> = Mutex::new(Vec::new());
+
+/// How many lengths [`CAUSAL_PARTS`] keeps, and the longest it keeps (`t²` booleans each: a
+/// long prompt's mask is built, used and dropped).
+const CACHED_CAUSAL_PARTS: usize = 8;
+const CACHED_CAUSAL_MAX_LEN: usize = 1024;
+
+/// `[t, t]`, true above the diagonal (a query never sees a later key), from the cache where
+/// kept.
+fn causal_part(t: usize, device: &Device) -> Tensor<2, Bool> {
+    let build = || Tensor::<2, Bool>::tril_mask([t, t], 0, device);
+    if t > CACHED_CAUSAL_MAX_LEN {
+        return build();
+    }
+    let mut cache = CAUSAL_PARTS.lock().expect("causal mask cache");
+    if let Some((_, _, m)) = cache.iter().find(|(d, n, _)| *n == t && d == device) {
+        return m.clone();
+    }
+    let m = build();
+    if cache.len() == CACHED_CAUSAL_PARTS {
+        cache.remove(0);
+    }
+    cache.push((device.clone(), t, m.clone()));
+    m
 }
 
 /// The mask of packed rows, `[rows, 1, len, len]`, built on the device from each slot's segment
@@ -129,5 +160,32 @@ mod tests {
             true, true, true, false,
         ];
         assert_eq!(m, want);
+    }
+
+    #[test]
+    fn a_kept_causal_mask_serves_other_batch_sizes_and_the_autodiff_device() {
+        let plain = Device::flex();
+        let values = |m: Tensor<4, Bool>| m.into_data().try_into_vec::<bool>().unwrap();
+        let first = values(causal_mask(1, 5, &plain));
+        // Kept: a later call for another batch size gives each row the same mask.
+        let again = values(causal_mask(3, 5, &plain));
+        assert_eq!(again, first.repeat(3));
+        // On the autodiff device the mask serves a tracked tensor's mask_fill.
+        let ad = plain.clone().autodiff();
+        let x = Tensor::<4>::ones([2, 1, 5, 5], &ad).require_grad();
+        let filled = x.clone().mask_fill(causal_mask(2, 5, &ad), 0.0);
+        let grads = filled.sum().backward();
+        let g: Vec<f32> = x
+            .grad(&grads)
+            .unwrap()
+            .into_data()
+            .try_into_vec::<f32>()
+            .unwrap();
+        let want: Vec<f32> = first.iter().map(|&m| if m { 0.0 } else { 1.0 }).collect();
+        assert_eq!(g, want.repeat(2));
+        // Longer than the kept lengths: built each time, the same values.
+        let t = CACHED_CAUSAL_MAX_LEN + 1;
+        let long = values(causal_mask(1, t, &plain));
+        assert!(long[1] && !long[t]);
     }
 }
