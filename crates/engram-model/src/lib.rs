@@ -21,6 +21,7 @@ pub mod error;
 pub mod generate;
 pub mod kv_cache;
 pub mod launches;
+mod length_cache;
 pub mod linear;
 pub mod llama;
 pub mod load;

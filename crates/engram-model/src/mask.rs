@@ -2,9 +2,9 @@
 //! slots per row starting at a common slot `pad_start`: 0 for left-padded prompts, the prefix
 //! length when rows share a cached prefix and their own suffixes are left-padded after it.
 
-use std::sync::Mutex;
-
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+
+use crate::length_cache::LengthCache;
 
 /// The mask for `t` new query slots starting at slot `start`, over `start + t` key slots, for rows
 /// whose first `pads[b]` slots are padding. Returns `None` when nothing needs masking (a single
@@ -56,14 +56,13 @@ pub fn causal_mask(b: usize, t: usize, device: &Device) -> Tensor<4, Bool> {
         .expand([b, 1, t, t])
 }
 
-/// Causal parts kept on their device, `(device, t, [t, t])`, the most recent last: a training
-/// run asks for the same few lengths every step, and building one is two `arange`s and a
-/// comparison (five kernels on a GPU).
-static CAUSAL_PARTS: Mutex<Vec<(Device, usize, Tensor<2, Bool>)>> = Mutex::new(Vec::new());
+/// Causal parts `[t, t]` kept on their device: a training run asks for the same few lengths
+/// every step, and building one is two `arange`s and a comparison (with the broadcast, seven
+/// kernels a step on llvmpipe). At most 8 lengths are kept.
+static CAUSAL_PARTS: LengthCache<Tensor<2, Bool>> = LengthCache::new(8);
 
-/// How many lengths [`CAUSAL_PARTS`] keeps, and the longest it keeps (`t²` booleans each: a
-/// long prompt's mask is built, used and dropped).
-const CACHED_CAUSAL_PARTS: usize = 8;
+/// The longest causal part kept (`t²` booleans: a long prompt's mask is built, used and
+/// dropped).
 const CACHED_CAUSAL_MAX_LEN: usize = 1024;
 
 /// `[t, t]`, true above the diagonal (a query never sees a later key), from the cache where
@@ -73,16 +72,7 @@ fn causal_part(t: usize, device: &Device) -> Tensor<2, Bool> {
     if t > CACHED_CAUSAL_MAX_LEN {
         return build();
     }
-    let mut cache = CAUSAL_PARTS.lock().expect("causal mask cache");
-    if let Some((_, _, m)) = cache.iter().find(|(d, n, _)| *n == t && d == device) {
-        return m.clone();
-    }
-    let m = build();
-    if cache.len() == CACHED_CAUSAL_PARTS {
-        cache.remove(0);
-    }
-    cache.push((device.clone(), t, m.clone()));
-    m
+    CAUSAL_PARTS.get_or_build(device, t, build)
 }
 
 /// The mask of packed rows, `[rows, 1, len, len]`, built on the device from each slot's segment

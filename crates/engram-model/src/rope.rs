@@ -10,11 +10,12 @@
 //! 1, head_dim]`, to broadcast over the heads of q and k as the projections produce them
 //! (`[batch, seq, heads, head_dim]`), before they are transposed for attention.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::{LlamaConfig, RopeScaling};
+use crate::length_cache::LengthCache;
 
 /// Inverse frequencies of the rotary embedding (`head_dim / 2` values).
 pub fn inv_freq(config: &LlamaConfig) -> Vec<f32> {
@@ -69,7 +70,7 @@ pub fn inv_freq(config: &LlamaConfig) -> Vec<f32> {
 }
 
 /// Tables kept per (device, length) for positions `0..t` (see [`Rotary::tables`]).
-type TableCache = Arc<Mutex<Vec<(Device, usize, Tensor<4>, Tensor<4>)>>>;
+type TableCache = Arc<LengthCache<(Tensor<4>, Tensor<4>)>>;
 
 /// Lengths whose `0..t` tables are kept per device (the oldest goes first): training batches
 /// are length-bucketed, so a run sees a handful of lengths.
@@ -90,7 +91,7 @@ impl Rotary {
     pub fn new(config: &LlamaConfig) -> Self {
         Self {
             inv_freq: inv_freq(config),
-            cache: Arc::default(),
+            cache: Arc::new(LengthCache::new(CACHED_LENGTHS)),
         }
     }
 
@@ -116,17 +117,10 @@ impl Rotary {
 
     /// The tables of positions `0..t`, `[1, t, 1, head_dim]`, kept on the device.
     fn first(&self, t: usize, device: &Device) -> (Tensor<4>, Tensor<4>) {
-        let mut cache = self.cache.lock().expect("rope cache");
-        if let Some((_, _, cos, sin)) = cache.iter().find(|(d, n, _, _)| *n == t && d == device) {
-            return (cos.clone(), sin.clone());
-        }
-        let positions: Vec<usize> = (0..t).collect();
-        let (cos, sin) = self.compute(&[positions], device);
-        if cache.len() == CACHED_LENGTHS {
-            cache.remove(0);
-        }
-        cache.push((device.clone(), t, cos.clone(), sin.clone()));
-        (cos, sin)
+        self.cache.get_or_build(device, t, || {
+            let positions: Vec<usize> = (0..t).collect();
+            self.compute(&[positions], device)
+        })
     }
 
     /// cos and signed sin for positions given as a device tensor `[batch, seq]` whose values are
@@ -243,16 +237,16 @@ mod tests {
         assert_eq!(values(cos.clone()), pc[..40].to_vec());
         assert_eq!(values(sin), ps[80..].to_vec());
         // Kept: the second call hands back the cached table.
-        assert_eq!(r.cache.lock().unwrap().len(), 1);
+        assert_eq!(r.cache.len(), 1);
         let (again, _) = r.tables(&rows, &dev);
         assert_eq!(values(again), values(cos));
-        assert_eq!(r.cache.lock().unwrap().len(), 1);
+        assert_eq!(r.cache.len(), 1);
         // Rows at other positions keep one table row each, and nothing is cached for them.
         let mixed = vec![vec![0, 1], vec![3, 4]];
         assert_eq!(r.tables(&mixed, &dev).0.dims(), [2, 2, 1, 8]);
         let shifted = vec![vec![3, 4], vec![3, 4]];
         assert_eq!(r.tables(&shifted, &dev).0.dims(), [1, 2, 1, 8]);
-        assert_eq!(r.cache.lock().unwrap().len(), 1);
+        assert_eq!(r.cache.len(), 1);
         // Gathered on the device: the same values as the host tables of those positions.
         let rows = vec![vec![0, 1, 2, 0, 1], vec![0, 1, 0, 1, 2]];
         let flat: Vec<i64> = rows.iter().flatten().map(|&p| p as i64).collect();
