@@ -136,21 +136,9 @@ pub(crate) fn label_nll_composed(
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
 
+    use engram_testkit::{f32_values, max_rel_diff};
+
     use super::{label_nll, label_nll_composed};
-
-    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-        t.cast(DType::F32)
-            .into_data()
-            .try_into_vec_as::<f32>()
-            .unwrap()
-    }
-
-    fn max_rel_diff(got: &[f32], want: &[f32]) -> f32 {
-        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-        got.iter()
-            .zip(want)
-            .fold(0f32, |m, (a, b)| m.max((a - b).abs() / scale))
-    }
 
     /// The op's loss and its logits' gradient against autodiff through the composed ops, for
     /// logits in `dtype`; targets repeat (two rows predict the same token).
@@ -173,7 +161,7 @@ mod tests {
             let grads = loss.clone().mul_scalar(3.0).backward();
             let g = logits.grad(&grads).unwrap();
             assert_eq!(g.dtype(), dtype);
-            (values(loss), values(g))
+            (f32_values(loss), f32_values(g))
         };
         let (loss, g) = run(false);
         let (loss_ref, g_ref) = run(true);
@@ -211,8 +199,8 @@ mod tests {
         let targets: Tensor<2, Int> =
             Tensor::from_data(TensorData::new(vec![1i64, 2, 29, 0, 2], [5, 1]), &device);
         assert_eq!(
-            values(label_nll(logits.clone(), targets.clone(), 4.0)),
-            values(label_nll_composed(logits, targets, 4.0))
+            f32_values(label_nll(logits.clone(), targets.clone(), 4.0)),
+            f32_values(label_nll_composed(logits, targets, 4.0))
         );
     }
 }

@@ -231,23 +231,11 @@ pub fn attention_core(
 mod tests {
     use burn::tensor::{Bool, DType, Device, Distribution, Tensor};
 
+    use engram_testkit::{f32_values, max_rel_diff};
+
     use super::attention_core;
     use crate::attention::attention_eager;
     use crate::mask::segment_mask;
-
-    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-        t.cast(DType::F32)
-            .into_data()
-            .try_into_vec_as::<f32>()
-            .unwrap()
-    }
-
-    fn max_rel_diff(got: &[f32], want: &[f32]) -> f32 {
-        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-        got.iter()
-            .zip(want)
-            .fold(0f32, |m, (a, b)| m.max((a - b).abs() / scale))
-    }
 
     /// A packed batch's mask: row 0 holds sequences of 3 and 2 slots, row 1 one of 4 and a
     /// padding slot.
@@ -282,8 +270,8 @@ mod tests {
             };
             assert_eq!(out.dtype(), dtype);
             let grads = (out.clone().cast(DType::F32) * up.clone()).sum().backward();
-            let g = |t: &Tensor<4>| values(t.grad(&grads).unwrap());
-            (values(out), g(&q), g(&k), g(&v))
+            let g = |t: &Tensor<4>| f32_values(t.grad(&grads).unwrap());
+            (f32_values(out), g(&q), g(&k), g(&v))
         };
         let (out, gq, gk, gv) = run(false);
         let (out_ref, gq_ref, gk_ref, gv_ref) = run(true);

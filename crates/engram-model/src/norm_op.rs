@@ -139,22 +139,10 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, w: Tensor<1>, eps: f64) -> Tensor<
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Tensor};
 
+    use engram_testkit::{f32_values, max_rel_diff};
+
     use super::rms_norm;
     use crate::norm::rms_norm_composed;
-
-    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-        t.cast(DType::F32)
-            .into_data()
-            .try_into_vec_as::<f32>()
-            .unwrap()
-    }
-
-    fn max_rel_diff(got: &[f32], want: &[f32]) -> f32 {
-        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-        got.iter()
-            .zip(want)
-            .fold(0f32, |m, (a, b)| m.max((a - b).abs() / scale))
-    }
 
     /// The op's output and its gradients (x and a tracked weight) against autodiff through the
     /// composed ops, for inputs in `dtype`.
@@ -179,7 +167,7 @@ mod tests {
             let grads = (y.clone().cast(DType::F32) * up.clone()).sum().backward();
             let (gx, gw) = (x.grad(&grads).unwrap(), w.grad(&grads).unwrap());
             assert_eq!((gx.dtype(), gw.dtype()), (dtype, dtype));
-            (values(y), values(gx), values(gw))
+            (f32_values(y), f32_values(gx), f32_values(gw))
         };
         let (y, gx, gw) = run(false);
         let (y_ref, gx_ref, gw_ref) = run(true);
@@ -220,8 +208,8 @@ mod tests {
         let x = Tensor::<3>::random([3, 4, 40], Distribution::Normal(0.0, 1.0), &device);
         let w = Tensor::<1>::random([40], Distribution::Normal(1.0, 0.5), &device);
         assert_eq!(
-            values(rms_norm(x.clone(), w.clone(), 1e-6)),
-            values(rms_norm_composed(x, w, 1e-6))
+            f32_values(rms_norm(x.clone(), w.clone(), 1e-6)),
+            f32_values(rms_norm_composed(x, w, 1e-6))
         );
     }
 }

@@ -113,15 +113,10 @@ pub fn rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Tensor};
 
+    use engram_testkit::f32_values;
+
     use super::rotary;
     use crate::rope::rotary_composed;
-
-    fn values(t: Tensor<4>) -> Vec<f32> {
-        t.cast(DType::F32)
-            .into_data()
-            .try_into_vec_as::<f32>()
-            .unwrap()
-    }
 
     /// Tables of the signed form: `sin`'s first half the negated second.
     fn tables(device: &Device) -> (Tensor<4>, Tensor<4>) {
@@ -155,7 +150,7 @@ mod tests {
                 rotary(x.clone(), &cos, &sin)
             };
             let grads = (y.clone().cast(DType::F32) * up.clone()).sum().backward();
-            (values(y), values(x.grad(&grads).unwrap()))
+            (f32_values(y), f32_values(x.grad(&grads).unwrap()))
         };
         let (y, g) = run(false);
         let (y_ref, g_ref) = run(true);

@@ -13,6 +13,8 @@ pub mod sweeps;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
+use burn::tensor::{DType, Tensor};
+
 pub use facts::{facts, rephrased_hits};
 pub use models::{
     base_weights, load, load_on, logits, random_adapters, random_model, small_random, tiny,
@@ -43,6 +45,24 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
+}
+
+/// Largest difference of `got` from `want`, relative to `want`'s largest magnitude (how the
+/// closed-form backwards are compared with autodiff's).
+pub fn max_rel_diff(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len(), "length mismatch");
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    got.iter()
+        .zip(want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs() / scale))
+}
+
+/// A tensor's values as f32, whatever its float dtype.
+pub fn f32_values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.cast(DType::F32)
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .expect("float values")
 }
 
 static TRAIN_LOCK: Mutex<()> = Mutex::new(());
