@@ -1,9 +1,10 @@
 //! The adapters laid end to end: every factor's gradient, value and AdamW moments as slices of
 //! a few flat f32 buckets, so that the clip norm and the AdamW update run once per bucket
 //! rather than once per factor (PyTorch's `multi_tensor_apply` and Apex's flat-buffer Adam do
-//! the same). A step then launches one copy per factor (its gradient into the bucket), two
-//! kernels per bucket for the norm and one for the update, instead of two for the norm and one
-//! for the update per factor: 448 factors on Llama-3.1-8B.
+//! the same). A step then launches one gather per 16 factors (`flat_gather`: their
+//! gradients into the bucket), one or two kernels per bucket for the norm and one for the
+//! update, instead of two for the norm and one for the update per factor: 448 factors on
+//! Llama-3.1-8B.
 //!
 //! The buckets are used where the device fuses element-wise ops into kernels ([`fuses`]: wgpu,
 //! CUDA); on the CPU backend the update stays per factor.
@@ -109,18 +110,28 @@ impl FlatLayout {
         self.slots.iter().filter(move |s| s.bucket == b)
     }
 
-    /// Bucket `b` assembled from one tensor per slot (`factor(slot)`, the slot's shape), the
-    /// gaps zero: one zero fill and one copy per slot.
+    /// Bucket `b` assembled from one f32 tensor per slot (`factor(slot)`, the slot's shape), the
+    /// gaps zero. On the CubeCL backends this is one launch per `flat_gather::MAX_INPUTS`
+    /// slots; elsewhere one zero fill and one copy per slot.
     pub fn gather(
         &self,
         b: usize,
         device: &Device,
         mut factor: impl FnMut(&Slot) -> Tensor<2>,
     ) -> Tensor<1> {
+        let slots: Vec<&Slot> = self.bucket_slots(b).collect();
+        let factors: Vec<Tensor<2>> = slots.iter().map(|s| factor(s)).collect();
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        let factors = {
+            let starts: Vec<usize> = slots.iter().map(|s| s.offset).collect();
+            match crate::flat_gather::gather(factors, &starts, self.buckets[b]) {
+                Ok(flat) => return flat,
+                Err(factors) => factors,
+            }
+        };
         let mut flat = Tensor::<1>::zeros([self.buckets[b]], (device, DType::F32));
-        for slot in self.bucket_slots(b) {
-            let t = factor(slot).reshape([slot.len()]);
-            flat = flat.slice_assign([slot.range()], t);
+        for (slot, t) in slots.iter().zip(factors) {
+            flat = flat.slice_assign([slot.range()], t.reshape([slot.len()]));
         }
         flat
     }

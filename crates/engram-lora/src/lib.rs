@@ -19,6 +19,8 @@ pub mod cross_entropy;
 pub mod error;
 pub mod examples;
 pub mod flat;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub mod flat_gather;
 pub mod loss;
 pub mod losses;
 pub mod merge;

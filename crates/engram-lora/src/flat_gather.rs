@@ -1,0 +1,339 @@
+//! One kernel that lays many f32 matrices end to end in a flat bucket: the gradient gather of
+//! [`crate::flat`] on the CubeCL backends (wgpu, CUDA).
+//!
+//! Burn has no multi-tensor copy: its `cat` is one slice-assign per input, so gathering a step's
+//! adapter gradients cost one launch per factor (448 on Llama-3.1-8B) plus a zero fill. This
+//! kernel takes up to [`MAX_INPUTS`] matrices per launch (fewer where the device binds fewer
+//! storage buffers) and writes a contiguous range of the bucket, gaps included (as zeros), so a
+//! bucket costs `⌈factors / MAX_INPUTS⌉` launches and no fill. It reads each input through its
+//! strides, so a transposed gradient needs no copy first.
+//!
+//! The op is registered with Burn's fusion stream as an opaque custom operation (as
+//! `#[backend_extension]` does for single-tensor inputs, which is all its macro supports), so
+//! it runs in stream order after the kernels that produce the gradients.
+
+use burn::backend::{
+    BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind, TensorMetadata,
+};
+use burn::tensor::{DType, Shape, Tensor as BurnTensor};
+use burn_cubecl::CubeBackend;
+use burn_cubecl::tensor::CubeTensor;
+use burn_fusion::FusionTensor;
+use burn_fusion::custom::{
+    CustomOpIr, HandleContainer, OperationFn, OperationIr, StreamId, TensorIr,
+};
+use burn_fusion::{FusionBackend, FusionRuntime};
+use cubecl::{calculate_cube_count_elemwise, prelude::*};
+
+/// The most inputs one launch reads (its code is unrolled over them).
+pub const MAX_INPUTS: usize = 16;
+
+type Runtime = <CubeBackend as FusionBackend>::FusionRuntime;
+
+/// `value`, or `input`'s element at `pos` where `pos` falls in its range from `start`.
+#[cube]
+fn pick(input: &Tensor<f32>, start: usize, pos: usize, value: f32) -> f32 {
+    let cols = input.shape(1);
+    let end = start + input.shape(0) * cols;
+    let mut out = value;
+    if pos >= start && pos < end {
+        let local = pos - start;
+        out = input[(local / cols) * input.stride(0) + (local % cols) * input.stride(1)];
+    }
+    out
+}
+
+/// Writes `output[base + pos]` for `pos < len`: the element of the first `n` inputs whose range
+/// holds `pos`, or zero. CubeCL sequences cannot hold tensors, so the inputs are [`MAX_INPUTS`]
+/// parameters (the unused ones bound to the first input and never read).
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+fn gather_kernel(
+    i0: &Tensor<f32>,
+    i1: &Tensor<f32>,
+    i2: &Tensor<f32>,
+    i3: &Tensor<f32>,
+    i4: &Tensor<f32>,
+    i5: &Tensor<f32>,
+    i6: &Tensor<f32>,
+    i7: &Tensor<f32>,
+    i8: &Tensor<f32>,
+    i9: &Tensor<f32>,
+    i10: &Tensor<f32>,
+    i11: &Tensor<f32>,
+    i12: &Tensor<f32>,
+    i13: &Tensor<f32>,
+    i14: &Tensor<f32>,
+    i15: &Tensor<f32>,
+    starts: Sequence<usize>,
+    output: &mut Tensor<f32>,
+    base: usize,
+    len: usize,
+    #[comptime] n: usize,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos >= len {
+        terminate!();
+    }
+    let mut value = pick(i0, starts[0], pos, 0.0f32);
+    if comptime![n > 1] {
+        value = pick(i1, starts[1], pos, value);
+    }
+    if comptime![n > 2] {
+        value = pick(i2, starts[2], pos, value);
+    }
+    if comptime![n > 3] {
+        value = pick(i3, starts[3], pos, value);
+    }
+    if comptime![n > 4] {
+        value = pick(i4, starts[4], pos, value);
+    }
+    if comptime![n > 5] {
+        value = pick(i5, starts[5], pos, value);
+    }
+    if comptime![n > 6] {
+        value = pick(i6, starts[6], pos, value);
+    }
+    if comptime![n > 7] {
+        value = pick(i7, starts[7], pos, value);
+    }
+    if comptime![n > 8] {
+        value = pick(i8, starts[8], pos, value);
+    }
+    if comptime![n > 9] {
+        value = pick(i9, starts[9], pos, value);
+    }
+    if comptime![n > 10] {
+        value = pick(i10, starts[10], pos, value);
+    }
+    if comptime![n > 11] {
+        value = pick(i11, starts[11], pos, value);
+    }
+    if comptime![n > 12] {
+        value = pick(i12, starts[12], pos, value);
+    }
+    if comptime![n > 13] {
+        value = pick(i13, starts[13], pos, value);
+    }
+    if comptime![n > 14] {
+        value = pick(i14, starts[14], pos, value);
+    }
+    if comptime![n > 15] {
+        value = pick(i15, starts[15], pos, value);
+    }
+    output[base + pos] = value;
+}
+
+/// Inputs one launch takes on `client`'s device: [`MAX_INPUTS`], or fewer where the device
+/// binds fewer storage buffers (one is the output, one is left for the runtime's metadata).
+fn inputs_per_launch(client: &cubecl::client::Client) -> usize {
+    let bindings = client.properties().hardware.max_bindings as usize;
+    bindings.saturating_sub(2).clamp(1, MAX_INPUTS)
+}
+
+/// `[len]` f32 tensor holding `inputs[i]` (each `[rows, cols]` f32, any strides) row-major from
+/// element `starts[i]`, zeros elsewhere. `starts` must be increasing and the ranges disjoint.
+fn gather_cube(inputs: Vec<CubeTensor>, starts: &[usize], len: usize) -> CubeTensor {
+    let first = &inputs[0];
+    let (client, device) = (first.client.clone(), first.device.clone());
+    let output = burn_cubecl::ops::numeric::empty_device_contiguous_dtype(
+        client.clone(),
+        device,
+        Shape::from([len]),
+        DType::F32,
+    );
+    let per_launch = inputs_per_launch(&client);
+    let inputs: Vec<CubeTensor> = inputs
+        .into_iter()
+        .map(|t| {
+            if t.meta.is_tiled() {
+                burn_cubecl::kernel::untile(t)
+            } else {
+                t
+            }
+        })
+        .collect();
+    let groups = inputs.len().div_ceil(per_launch);
+    let mut chunks = inputs.into_iter().zip(starts.iter().copied()).peekable();
+    for g in 0..groups {
+        let base = if g == 0 {
+            0
+        } else {
+            chunks.peek().expect("group").1
+        };
+        let mut group: Vec<CubeTensor> = Vec::with_capacity(MAX_INPUTS);
+        let mut offs = SequenceArg::<usize>::new();
+        for _ in 0..per_launch {
+            let Some((t, start)) = chunks.next() else {
+                break;
+            };
+            group.push(t);
+            offs.push(start - base);
+        }
+        let n = group.len();
+        for _ in n..MAX_INPUTS {
+            group.push(group[0].clone());
+            offs.push(0);
+        }
+        let mut args = group.into_iter().map(CubeTensor::into_tensor_arg);
+        let mut arg = || args.next().expect("MAX_INPUTS arguments");
+        let end = chunks.peek().map_or(len, |(_, s)| *s);
+        let units = end - base;
+        let cube_dim = CubeDim::new(&client, units);
+        let cube_count = calculate_cube_count_elemwise(&client, units, cube_dim);
+        // SAFETY: every read is within its input's shape (the range check above) and every write
+        // within `output` (`base + pos < end ≤ len`).
+        unsafe {
+            gather_kernel::launch_unchecked(
+                &client,
+                cube_count,
+                cube_dim,
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                arg(),
+                offs,
+                output.clone().into_tensor_arg(),
+                base,
+                units,
+                n,
+            );
+        }
+    }
+    output
+}
+
+/// The same gather over fusion tensors: registered as one opaque op in the stream.
+fn gather_fusion(
+    inputs: Vec<FusionTensor<Runtime>>,
+    starts: Vec<usize>,
+    len: usize,
+) -> FusionTensor<Runtime> {
+    let client = inputs[0].client.clone();
+    let irs: Vec<TensorIr> = inputs.into_iter().map(|t| t.into_ir()).collect();
+    let out = TensorIr::uninit(client.create_empty_handle(), Shape::from([len]), DType::F32);
+    let desc = CustomOpIr {
+        id: "engram_flat_gather".into(),
+        inputs: irs.clone(),
+        outputs: vec![out.clone()],
+        scalars: Vec::new(),
+    };
+    let op = OperationFn(
+        move |handles: &mut HandleContainer<<Runtime as FusionRuntime>::FusionHandle>| {
+            let tensors = irs
+                .iter()
+                .map(|ir| handles.get_float_tensor::<CubeBackend>(ir))
+                .collect();
+            let gathered = gather_cube(tensors, &starts, len);
+            handles.register_float_tensor::<CubeBackend>(&out.id, gathered);
+            Ok(())
+        },
+    );
+    client
+        .register(StreamId::current(), OperationIr::Custom(desc), op)
+        .remove(0)
+}
+
+/// `[len]` f32 tensor holding `inputs[i]` (2-D f32) row-major from element `starts[i]`, zeros
+/// elsewhere, in one launch per [`MAX_INPUTS`] inputs — or `None` (inputs handed back) where the
+/// tensors are not plain CubeCL tensors (the CPU backend, or tensors tracked by autodiff).
+pub fn gather(
+    inputs: Vec<BurnTensor<2>>,
+    starts: &[usize],
+    len: usize,
+) -> Result<BurnTensor<1>, Vec<BurnTensor<2>>> {
+    assert_eq!(inputs.len(), starts.len(), "one start per input");
+    let plain = !inputs.is_empty()
+        && inputs.iter().all(|t| {
+            let d = t.clone().into_dispatch();
+            matches!(d.autodiff, DispatchAutodiffContext::Disabled)
+                && matches!(d.kind, DispatchTensorKind::Cube(BackendTensor::Float(_)))
+                && d.kind.dtype() == DType::F32
+        });
+    if !plain {
+        return Err(inputs);
+    }
+    let fused = inputs
+        .into_iter()
+        .map(|t| match t.into_dispatch().kind {
+            DispatchTensorKind::Cube(BackendTensor::Float(f)) => f,
+            _ => unreachable!("checked above"),
+        })
+        .collect();
+    let out = gather_fusion(fused, starts.to_vec(), len);
+    Ok(BurnTensor::from_dispatch(DispatchTensor {
+        kind: DispatchTensorKind::Cube(BackendTensor::Float(out)),
+        autodiff: DispatchAutodiffContext::Disabled,
+    }))
+}
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests {
+    use burn::tensor::{DType, Tensor, TensorData};
+    use engram_model::LaunchCounter;
+    use engram_testkit::f32_values;
+
+    use super::{MAX_INPUTS, gather};
+
+    /// 37 matrices of several shapes (one a transposed view, so read through its strides) laid
+    /// out with gaps: the bucket holds each row-major from its start and zeros elsewhere, in
+    /// one launch per `MAX_INPUTS` inputs on llvmpipe (which binds plenty of buffers).
+    #[test]
+    fn lays_matrices_end_to_end_with_zero_gaps_in_few_launches() {
+        let device =
+            engram_model::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
+        let inner = device.clone();
+        let (mut inputs, mut starts, mut want) = (Vec::new(), Vec::new(), Vec::new());
+        let mut at = 3; // a gap before the first, too
+        for i in 0..37usize {
+            let shape = [1 + i % 4, 2 + (i * 7) % 5];
+            let n = shape[0] * shape[1];
+            let values: Vec<f32> = (0..n).map(|k| (i * 100 + k) as f32 + 0.5).collect();
+            let t = if i == 5 {
+                // Stored [cols, rows], read as its transpose.
+                let stored: Vec<f32> = (0..n)
+                    .map(|k| values[(k % shape[0]) * shape[1] + k / shape[0]])
+                    .collect();
+                Tensor::<2>::from_data(
+                    TensorData::new(stored, [shape[1], shape[0]]),
+                    (&inner, DType::F32),
+                )
+                .transpose()
+            } else {
+                Tensor::<2>::from_data(TensorData::new(values.clone(), shape), (&inner, DType::F32))
+            };
+            want.resize(at, 0.0);
+            want.extend_from_slice(&values);
+            inputs.push(t);
+            starts.push(at);
+            at += n + i % 3;
+        }
+        want.resize(at + 5, 0.0);
+        let _ = device.sync();
+        let counter = LaunchCounter::start(&device).unwrap();
+        let flat = gather(inputs, &starts, want.len()).unwrap_or_else(|_| panic!("not gathered"));
+        let got = f32_values(flat);
+        let launched = counter.launched();
+        assert_eq!(got, want);
+        assert_eq!(launched, 37usize.div_ceil(MAX_INPUTS) as u64, "launches");
+    }
+
+    /// Tensors the kernel cannot take come back untouched, for the per-slot fallback.
+    #[test]
+    fn hands_back_what_it_cannot_gather() {
+        let t = Tensor::<2>::ones([2, 2], (&burn::tensor::Device::flex(), DType::F32));
+        assert!(gather(vec![t], &[0], 4).is_err());
+    }
+}
