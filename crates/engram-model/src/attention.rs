@@ -19,7 +19,7 @@ use burn::tensor::{Bool, DType, Device, Tensor, TensorData};
 
 use crate::attention_op::attention_core;
 use crate::kv_cache::LayerCache;
-use crate::linear::{Linear, shared_adapter_input};
+use crate::linear::{Linear, dropout_sites, shared_adapter_input};
 use crate::rope::apply_rotary;
 
 /// Llama self-attention.
@@ -47,6 +47,14 @@ impl Attention {
     /// tables, `sin` signed); `mask: [batch, 1,
     /// seq, keys]` (true = masked). With a cache, the new keys/values are appended and attention
     /// runs over everything cached. Returns `[1, batch · seq, hidden]`.
+    /// The dropout masks [`Attention::forward`] on `tokens` rows draws, `(probability,
+    /// elements)`.
+    pub fn dropout_sites(&self, tokens: usize) -> Vec<(f64, usize)> {
+        let mut sites = dropout_sites(&[&self.q_proj, &self.k_proj, &self.v_proj], tokens);
+        sites.extend(dropout_sites(&[&self.o_proj], tokens));
+        sites
+    }
+
     pub fn forward(
         &self,
         x: Tensor<3>,

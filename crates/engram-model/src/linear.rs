@@ -102,6 +102,31 @@ pub fn shared_adapter_input<const D: usize>(
     (alike && linears.len() > 1).then(|| first.prepare(x.clone()))
 }
 
+/// The dropout masks a forward through `linears` (which read one input of `tokens` rows) draws,
+/// as `(probability, elements)` in draw order: one for their [`shared_adapter_input`], else one
+/// per adapter that draws.
+pub fn dropout_sites(linears: &[&Linear], tokens: usize) -> Vec<(f64, usize)> {
+    let draws = |l: &Linear| {
+        l.lora
+            .as_ref()
+            .and_then(|a| a.dropout_draws().map(|p| (p, tokens * l.d_in())))
+    };
+    let shared = linears.len() > 1
+        && linears
+            .first()
+            .and_then(|l| l.lora.as_ref())
+            .is_some_and(|first| {
+                linears
+                    .iter()
+                    .all(|l| l.lora.as_ref().is_some_and(|a| a.prepares_like(first)))
+            });
+    if shared {
+        draws(linears[0]).into_iter().collect()
+    } else {
+        linears.iter().filter_map(|l| draws(l)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ use crate::block::DecoderLayer;
 use crate::config::LlamaConfig;
 use crate::kv_cache::KvCache;
 use crate::linear::Linear;
+use crate::lora::dropout::{PoolScope, pool_scope};
 use crate::mask::{attention_mask, attention_mask_from};
 use crate::norm::RmsNorm;
 use crate::rope::Rotary;
@@ -147,6 +148,7 @@ impl Llama {
     ) -> Tensor<2> {
         let [b, t] = tokens.dims();
         let hidden = self.config.hidden_size;
+        let _pool = self.dropout_pool(b * t, &tokens.device());
         let x = burn::tensor::module::embedding(self.embed_tokens.val(), tokens);
         let mut x = x.reshape([1, b * t, hidden]);
         for (i, layer) in self.layers.iter().enumerate() {
@@ -154,6 +156,26 @@ impl Llama {
             x = layer.forward(x, b, cos, sin, mask, layer_cache);
         }
         self.norm.forward(x).reshape([b * t, hidden])
+    }
+
+    /// Every dropout mask of a training forward over `tokens` rows drawn at once
+    /// ([`crate::lora::dropout`]), where all sites share one probability; `None` otherwise.
+    fn dropout_pool(&self, tokens: usize, device: &Device) -> Option<PoolScope> {
+        let sites: Vec<(f64, usize)> = self
+            .layers
+            .iter()
+            .flat_map(|l| {
+                let mut s = l.self_attn.dropout_sites(tokens);
+                s.extend(l.mlp.dropout_sites(tokens));
+                s
+            })
+            .collect();
+        let prob = sites.first()?.0;
+        if sites.iter().any(|(p, _)| *p != prob) {
+            return None;
+        }
+        let sizes: Vec<usize> = sites.iter().map(|(_, n)| *n).collect();
+        pool_scope(device, prob, &sizes)
     }
 
     /// Logits for hidden states `[batch, seq, hidden]` -> `[batch, seq, vocab]` (computed in the

@@ -4,7 +4,7 @@ use burn::module::Module;
 use burn::tensor::Tensor;
 use burn::tensor::activation::silu;
 
-use crate::linear::{Linear, shared_adapter_input};
+use crate::linear::{Linear, dropout_sites, shared_adapter_input};
 
 /// Llama MLP.
 #[derive(Module, Debug)]
@@ -21,6 +21,13 @@ impl Mlp {
     /// Applies the block to `x: [.., .., hidden]` (the model's token rows, `[1, batch · seq,
     /// hidden]`); `silu(g) · u` in one pass on the CPU backend's inference
     /// ([`crate::cpu_ops::swiglu`], the same bits).
+    /// The dropout masks [`Mlp::forward`] on `tokens` rows draws, `(probability, elements)`.
+    pub fn dropout_sites(&self, tokens: usize) -> Vec<(f64, usize)> {
+        let mut sites = dropout_sites(&[&self.gate_proj, &self.up_proj], tokens);
+        sites.extend(dropout_sites(&[&self.down_proj], tokens));
+        sites
+    }
+
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         // gate's and up's adapters share one prepared input (cast, dropout mask).
         let xa = shared_adapter_input(&[&self.gate_proj, &self.up_proj], &x);

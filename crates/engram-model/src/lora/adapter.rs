@@ -10,7 +10,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::lora::config::LoraConfig;
-use crate::lora::dropout::{host_dropout, host_dropout_applies};
+use crate::lora::dropout::{host_dropout, host_dropout_applies, pooled_dropout};
 
 /// One adapter: `A: [in, r]`, `B: [r, out]`, dropout and scaling.
 #[derive(Module, Debug)]
@@ -102,9 +102,17 @@ impl LoraAdapter {
         };
         if host_dropout_applies(&self.dropout, &x) {
             host_dropout(x, self.dropout.prob)
+        } else if let Some(dropped) = pooled_dropout(&self.dropout, &x) {
+            dropped
         } else {
             self.dropout.forward(x)
         }
+    }
+
+    /// The dropout probability when this adapter's [`LoraAdapter::prepare`] draws a mask
+    /// (training, non-zero probability), else `None`.
+    pub fn dropout_draws(&self) -> Option<f64> {
+        (self.dropout.prob > 0.0 && self.dropout.training.is_enabled()).then_some(self.dropout.prob)
     }
 
     /// Whether `other` prepares its input exactly as this adapter does (compute dtype, dropout

@@ -1,9 +1,93 @@
-//! LoRA dropout on the CPU backend's training device: the keep mask drawn on the host (see
-//! [`host_dropout_applies`]); other devices use Burn's `Dropout`.
+//! LoRA dropout. On the CPU backend's training device the keep mask is drawn on the host (see
+//! [`host_dropout_applies`]). On the GPU backends a training forward draws every dropout site's
+//! mask at once ([`pool_scope`]: one random-number kernel instead of one per site) and each
+//! site takes its slice, a view; a site the pool does not cover uses Burn's `Dropout`.
+
+use std::cell::RefCell;
 
 use burn::nn::Dropout;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Device, Distribution, Tensor, TensorData, s};
 use rand::SeedableRng;
+
+/// Slice alignment in elements (256 bytes of f32), so that each site's slice of the pool is a
+/// view on every CubeCL device (which makes a slice a view only at its memory alignment).
+const POOL_ALIGN: usize = 64;
+
+/// The keep masks of one forward's dropout sites, drawn in one go.
+struct Pool {
+    /// Bernoulli(1 − p) draws, 0 or 1.
+    draws: Tensor<1>,
+    /// The dropout probability the draws are for.
+    prob: f64,
+    /// The first draw not yet taken.
+    next: usize,
+}
+
+thread_local! {
+    static POOL: RefCell<Option<Pool>> = const { RefCell::new(None) };
+}
+
+/// Keeps a forward's dropout pool current on this thread; dropping it discards the pool.
+#[must_use = "the pool lasts as long as the scope"]
+pub(crate) struct PoolScope(());
+
+impl Drop for PoolScope {
+    fn drop(&mut self) {
+        POOL.with(|p| p.borrow_mut().take());
+    }
+}
+
+/// Draws the keep masks of dropout sites of `sizes` elements (probability `prob`) on `device`
+/// in one random-number kernel, for [`pooled_dropout`] to hand out while the returned scope
+/// lives. `None` (no pool) where there is nothing to draw, or on the CPU backend, whose sites
+/// draw on the host. Burn draws each site's mask as `random_like(Bernoulli(1 − p))`; the pool
+/// draws the same distribution, element by element independent, from one stream.
+pub(crate) fn pool_scope(device: &Device, prob: f64, sizes: &[usize]) -> Option<PoolScope> {
+    if prob <= 0.0 || sizes.is_empty() || !device.is_autodiff() || crate::is_cpu(device) {
+        return None;
+    }
+    let total: usize = sizes
+        .iter()
+        .map(|n| n.div_ceil(POOL_ALIGN) * POOL_ALIGN)
+        .sum();
+    let draws = Tensor::<1>::random([total], Distribution::Bernoulli(1.0 - prob), device);
+    POOL.with(|p| {
+        *p.borrow_mut() = Some(Pool {
+            draws,
+            prob,
+            next: 0,
+        })
+    });
+    Some(PoolScope(()))
+}
+
+/// Burn's inverted dropout of `x` (`x · mask / (1 − p)`) with the mask taken from the current
+/// pool, or `None` where no pool is current, it is for another probability, or it has too few
+/// draws left (the caller then draws its own).
+pub(crate) fn pooled_dropout<const D: usize>(
+    dropout: &Dropout,
+    x: &Tensor<D>,
+) -> Option<Tensor<D>> {
+    if dropout.prob == 0.0 || !dropout.training.is_enabled() {
+        return None;
+    }
+    let shape = x.shape();
+    let n = shape.num_elements();
+    let mask = POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        let pool = pool.as_mut().filter(|pool| pool.prob == dropout.prob)?;
+        let end = pool.next + n;
+        if end > pool.draws.dims()[0] {
+            return None;
+        }
+        let mask = pool.draws.clone().slice(s![pool.next..end]);
+        pool.next += n.div_ceil(POOL_ALIGN) * POOL_ALIGN;
+        Some(mask)
+    })?;
+    let keep = 1.0 - dropout.prob;
+    let mask = mask.reshape(shape).cast(x.dtype());
+    Some((x.clone() * mask) * (1.0 / keep))
+}
 
 /// Whether [`host_dropout`] replaces Burn's `Dropout` for `x`: training (autodiff) on the CPU
 /// backend with a non-zero probability, where Burn draws its Bernoulli mask element by element
@@ -86,5 +170,55 @@ mod tests {
             .unwrap();
         assert_ne!(a, next, "the next call draws another mask");
         assert_ne!(a, draw(8), "another seed, another mask");
+    }
+
+    /// On wgpu: one random-number launch for all of a forward's sites; each site's slice holds
+    /// 0 or 1/(1 − p) at about 1 − p kept; a site the pool cannot serve (another probability,
+    /// not enough draws left, no pool) gets `None` and draws its own.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn one_pool_serves_every_site_of_a_forward() {
+        let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
+        let device = device.autodiff();
+        let dropout = DropoutConfig::new(0.25).init();
+        let xs = [
+            Tensor::<2>::ones([40, 100], &device),
+            Tensor::<2>::ones([37, 3], &device),
+        ];
+        let _ = device.sync();
+        let counter = crate::LaunchCounter::start(&device).unwrap();
+        let scope = pool_scope(&device, 0.25, &[4000, 111]).expect("a pool on wgpu");
+        let dropped: Vec<Vec<f32>> = xs
+            .iter()
+            .map(|x| {
+                pooled_dropout(&dropout, x)
+                    .expect("served")
+                    .into_data()
+                    .try_into_vec_as::<f32>()
+                    .unwrap()
+            })
+            .collect();
+        let prng = counter
+            .by_kernel()
+            .into_iter()
+            .filter(|(k, _)| k.contains("Prng"))
+            .map(|(_, n)| n)
+            .sum::<u64>();
+        assert_eq!(prng, 1, "random-number launches");
+        let scale = 1.0 / 0.75;
+        for d in &dropped {
+            assert!(d.iter().all(|&v| v == 0.0 || (v - scale).abs() < 1e-6));
+        }
+        let kept = dropped[0].iter().filter(|&&v| v != 0.0).count() as f64 / 4000.0;
+        // 4,000 Bernoulli(0.75) draws: the standard error is 0.0068.
+        assert!((kept - 0.75).abs() < 0.035, "kept {kept}");
+        assert!(pooled_dropout(&DropoutConfig::new(0.5).init(), &xs[1]).is_none());
+        assert!(
+            pooled_dropout(&dropout, &xs[1]).is_none(),
+            "the pool is spent"
+        );
+        drop(scope);
+        assert!(pooled_dropout(&dropout, &xs[1]).is_none(), "no pool");
+        assert!(pool_scope(&Device::flex().autodiff(), 0.25, &[10]).is_none());
     }
 }
