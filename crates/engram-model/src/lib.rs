@@ -31,6 +31,8 @@ pub mod mlp;
 pub mod norm;
 pub mod norm_op;
 pub mod rope;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod rope_kernel;
 pub mod rope_op;
 pub mod sampling;
 pub mod session;

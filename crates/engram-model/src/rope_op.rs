@@ -28,58 +28,93 @@ fn swap_halves<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_reshape(B::float_flip(split, &[3]), Shape::from([b, t, h, d]))
 }
 
-/// `x · cos + F(x) · sin` with the tables cast to `x`'s dtype, in [`crate::rope`]'s op order.
+/// `x · cos + F(x) · sin` (`inverse`: `x · cos − F(x) · sin`, the rotation by −θ), the tables
+/// cast to `x`'s dtype, in Burn ops.
 fn forward<B: Backend>(
     x: FloatTensor<B>,
     cos: FloatTensor<B>,
     sin: FloatTensor<B>,
+    inverse: bool,
 ) -> FloatTensor<B> {
     let dtype = FloatDType::from(x.dtype());
     let swapped = swap_halves::<B>(x.clone());
     let a = B::float_mul(x, B::float_cast(cos, dtype));
     let b = B::float_mul(swapped, B::float_cast(sin, dtype));
-    B::float_add(a, b)
+    if inverse {
+        B::float_sub(a, b)
+    } else {
+        B::float_add(a, b)
+    }
 }
 
-/// Rotate-half RoPE as one backend operation (see the module docs).
 #[backend_extension(Flex, Cube: cfg(any(feature = "wgpu", feature = "cuda")), Autodiff)]
 pub trait RotaryOp: Backend {
-    /// `x · cos + swap_halves(x) · sin` for `x: [batch, seq, heads, head_dim]` and tables
-    /// `[batch or 1, seq, 1, head_dim]` (`sin` signed, as [`crate::rope::Rotary`] builds it).
+    /// `x · cos + F(x) · sin`, `x: [batch, seq, heads, head_dim]`, tables `[batch or 1, seq, 1,
+    /// head_dim]`.
     fn rotary(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        forward::<Self>(x, cos, sin)
+        forward::<Self>(x, cos, sin, false)
+    }
+
+    /// `x · cos − F(x) · sin`: the inverse rotation (the backward of [`RotaryOp::rotary`]).
+    fn rotary_inverse(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        forward::<Self>(x, cos, sin, true)
     }
 }
 
 impl RotaryOp for burn::backend::Flex {}
 
+/// On the CubeCL backends both directions are one kernel ([`crate::rope_kernel`]) where it
+/// takes the input, else the Burn ops.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-impl RotaryOp for burn::backend::Cube {}
+impl RotaryOp for burn::backend::Cube {
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        if crate::rope_kernel::supported(&x, &cos, &sin) {
+            crate::rope_kernel::rotary(x, cos, sin, false)
+        } else {
+            forward::<Self>(x, cos, sin, false)
+        }
+    }
+
+    fn rotary_inverse(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        if crate::rope_kernel::supported(&x, &cos, &sin) {
+            crate::rope_kernel::rotary(x, cos, sin, true)
+        } else {
+            forward::<Self>(x, cos, sin, true)
+        }
+    }
+}
 
 #[derive(Debug)]
 struct RotaryBackward;
 
-impl<B: Backend> Backward<B, 1> for RotaryBackward {
-    /// The tables.
+impl<B: Backend + RotaryOp> Backward<B, 1> for RotaryBackward {
     type State = (FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let (cos, sin) = ops.state;
         unary::<B, _>(ops.parents, ops.node, grads, |dy| {
-            let dtype = FloatDType::from(dy.dtype());
-            let flipped = swap_halves::<B>(dy.clone());
-            let a = B::float_mul(dy, B::float_cast(cos, dtype));
-            let b = B::float_mul(flipped, B::float_cast(sin, dtype));
-            B::float_sub(a, b)
+            B::rotary_inverse(dy, cos, sin)
         });
     }
 }
 
-impl<B: Backend, C: CheckpointStrategy> RotaryOp for Autodiff<B, C> {
+impl<B: Backend + RotaryOp, C: CheckpointStrategy> RotaryOp for Autodiff<B, C> {
     fn rotary(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
@@ -92,10 +127,10 @@ impl<B: Backend, C: CheckpointStrategy> RotaryOp for Autodiff<B, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let y = forward::<B>(x.into_primitive(), cos.clone(), sin.clone());
+                let y = B::rotary(x.into_primitive(), cos.clone(), sin.clone());
                 prep.finish((cos, sin), y)
             }
-            OpsKind::UnTracked(prep) => prep.finish(forward::<B>(x.into_primitive(), cos, sin)),
+            OpsKind::UnTracked(prep) => prep.finish(B::rotary(x.into_primitive(), cos, sin)),
         }
     }
 }
@@ -170,10 +205,51 @@ mod tests {
     #[cfg(feature = "wgpu")]
     #[test]
     fn the_gradient_is_autodiffs_to_the_bit_on_wgpu() {
+        let _g = engram_testkit::train_lock();
         let device = crate::open_device("wgpu")
             .expect("a wgpu adapter (CI installs llvmpipe)")
             .autodiff();
         device.seed(32);
         check(&device, DType::F32);
+    }
+
+    /// On wgpu each direction is one kernel launch (the composed form is a flip and a fused
+    /// element-wise kernel).
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn each_direction_is_one_launch_on_wgpu() {
+        use burn::backend::Dispatch;
+
+        use super::RotaryOp;
+
+        let _g = engram_testkit::train_lock();
+        let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
+        let (cos, sin) = tables(&device);
+        let x = Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), &device);
+        let _ = f32_values(x.clone());
+        let counter = crate::LaunchCounter::start(&device).unwrap();
+        let y = rotary(x.clone(), &cos, &sin);
+        let back = Tensor::<4>::from_dispatch(<Dispatch as RotaryOp>::rotary_inverse(
+            y.into_dispatch(),
+            cos.clone().into_dispatch(),
+            sin.clone().into_dispatch(),
+        ));
+        let round_trip = f32_values(back);
+        // Counted by name (the lock keeps this module's other RoPE test out; other tests of the
+        // binary may launch other kernels meanwhile).
+        let kernels = counter.by_kernel();
+        let rope: u64 = kernels
+            .iter()
+            .filter(|(k, _)| k.contains("Rope"))
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(rope, 2, "{kernels:?}");
+        // cos² + sin² = 1: the inverse undoes the rotation (to rounding).
+        let max = round_trip
+            .iter()
+            .zip(f32_values(x))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(max < 1e-5, "round trip off by {max}");
     }
 }
