@@ -8,27 +8,19 @@
 //! bucket costs `⌈factors / MAX_INPUTS⌉` launches and no fill. It reads each input through its
 //! strides, so a transposed gradient needs no copy first.
 //!
-//! The op is registered with Burn's fusion stream as an opaque custom operation (as
-//! `#[backend_extension]` does for single-tensor inputs, which is all its macro supports), so
-//! it runs in stream order after the kernels that produce the gradients.
+//! The op is registered with Burn's fusion stream as one opaque operation
+//! (`engram_model::cube_op::register`), so it runs in stream order after the kernels that
+//! produce the gradients.
 
 use burn::backend::{
     BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind, TensorMetadata,
 };
 use burn::tensor::{DType, Shape, Tensor as BurnTensor};
-use burn_cubecl::CubeBackend;
 use burn_cubecl::tensor::CubeTensor;
-use burn_fusion::FusionTensor;
-use burn_fusion::custom::{
-    CustomOpIr, HandleContainer, OperationFn, OperationIr, StreamId, TensorIr,
-};
-use burn_fusion::{FusionBackend, FusionRuntime};
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
 
 /// The most inputs one launch reads (its code is unrolled over them).
 pub const MAX_INPUTS: usize = 16;
-
-type Runtime = <CubeBackend as FusionBackend>::FusionRuntime;
 
 /// `value`, or `input`'s element at `pos` where `pos` falls in its range from `start`.
 #[cube]
@@ -143,16 +135,6 @@ fn gather_cube(inputs: Vec<CubeTensor>, starts: &[usize], len: usize) -> CubeTen
         DType::F32,
     );
     let per_launch = inputs_per_launch(&client);
-    let inputs: Vec<CubeTensor> = inputs
-        .into_iter()
-        .map(|t| {
-            if t.meta.is_tiled() {
-                burn_cubecl::kernel::untile(t)
-            } else {
-                t
-            }
-        })
-        .collect();
     let groups = inputs.len().div_ceil(per_launch);
     let mut chunks = inputs.into_iter().zip(starts.iter().copied()).peekable();
     for g in 0..groups {
@@ -215,37 +197,6 @@ fn gather_cube(inputs: Vec<CubeTensor>, starts: &[usize], len: usize) -> CubeTen
     output
 }
 
-/// The same gather over fusion tensors: registered as one opaque op in the stream.
-fn gather_fusion(
-    inputs: Vec<FusionTensor<Runtime>>,
-    starts: Vec<usize>,
-    len: usize,
-) -> FusionTensor<Runtime> {
-    let client = inputs[0].client.clone();
-    let irs: Vec<TensorIr> = inputs.into_iter().map(|t| t.into_ir()).collect();
-    let out = TensorIr::uninit(client.create_empty_handle(), Shape::from([len]), DType::F32);
-    let desc = CustomOpIr {
-        id: "engram_flat_gather".into(),
-        inputs: irs.clone(),
-        outputs: vec![out.clone()],
-        scalars: Vec::new(),
-    };
-    let op = OperationFn(
-        move |handles: &mut HandleContainer<<Runtime as FusionRuntime>::FusionHandle>| {
-            let tensors = irs
-                .iter()
-                .map(|ir| handles.get_float_tensor::<CubeBackend>(ir))
-                .collect();
-            let gathered = gather_cube(tensors, &starts, len);
-            handles.register_float_tensor::<CubeBackend>(&out.id, gathered);
-            Ok(())
-        },
-    );
-    client
-        .register(StreamId::current(), OperationIr::Custom(desc), op)
-        .remove(0)
-}
-
 /// `[len]` f32 tensor holding `inputs[i]` (2-D f32) row-major from element `starts[i]`, zeros
 /// elsewhere, in one launch per [`MAX_INPUTS`] inputs — or `None` (inputs handed back) where the
 /// tensors are not plain CubeCL tensors (the CPU backend, or tensors tracked by autodiff).
@@ -272,7 +223,14 @@ pub fn gather(
             _ => unreachable!("checked above"),
         })
         .collect();
-    let out = gather_fusion(fused, starts.to_vec(), len);
+    let starts = starts.to_vec();
+    let out = engram_model::cube_op::register(
+        "engram_flat_gather",
+        fused,
+        Shape::from([len]),
+        DType::F32,
+        move |inputs| gather_cube(inputs, &starts, len),
+    );
     Ok(BurnTensor::from_dispatch(DispatchTensor {
         kind: DispatchTensorKind::Cube(BackendTensor::Float(out)),
         autodiff: DispatchAutodiffContext::Disabled,

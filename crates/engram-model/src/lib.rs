@@ -16,6 +16,8 @@ pub mod block;
 pub mod config;
 pub mod cpu_matmul;
 pub mod cpu_ops;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub mod cube_op;
 pub mod device;
 pub mod error;
 pub mod generate;

@@ -6,19 +6,14 @@
 //! It takes f32 activations only: other dtypes keep the composed ops until a GPU can check the
 //! kernel's half-precision rounding against them.
 //!
-//! Registered with Burn's fusion stream as one opaque custom operation, as engram-lora's
-//! `flat_gather` is.
+//! Registered with Burn's fusion stream as one opaque operation ([`crate::cube_op`]).
 
 use burn::tensor::DType;
-use burn_cubecl::CubeBackend;
 use burn_cubecl::tensor::CubeTensor;
-use burn_fusion::custom::{
-    CustomOpIr, HandleContainer, OperationFn, OperationIr, StreamId, TensorIr,
-};
-use burn_fusion::{FusionBackend, FusionRuntime, FusionTensor};
+use burn_fusion::FusionTensor;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
 
-type Runtime = <CubeBackend as FusionBackend>::FusionRuntime;
+use crate::cube_op::{self, CubeRuntime as Runtime};
 
 /// `out[p] = x[p] · c + σ · x[p'] · s`, `p'` the same position in the other half of the head
 /// dimension, `c, s` the tables' entries for `p`'s (row, position, dimension) broadcast over
@@ -87,21 +82,6 @@ fn rotate(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> Cub
     output
 }
 
-fn rotate_any(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> CubeTensor {
-    let untile = |t: CubeTensor| {
-        if t.meta.is_tiled() {
-            burn_cubecl::kernel::untile(t)
-        } else {
-            t
-        }
-    };
-    let (x, cos, sin) = (untile(x), untile(cos), untile(sin));
-    match x.dtype {
-        DType::F32 => rotate(x, cos, sin, inverse),
-        other => unreachable!("rope kernel for {other:?}: checked by `rotary`"),
-    }
-}
-
 /// Whether the kernel takes `x` with these tables: f32 activations and tables, rank 4, an even
 /// head dimension, tables broadcasting over heads.
 pub(crate) fn supported(
@@ -132,30 +112,14 @@ pub(crate) fn rotary(
     inverse: bool,
 ) -> FusionTensor<Runtime> {
     debug_assert!(supported(&x, &cos, &sin));
-    let client = x.client.clone();
-    let out = TensorIr::uninit(client.create_empty_handle(), x.shape.clone(), x.dtype);
-    let inputs = [x.into_ir(), cos.into_ir(), sin.into_ir()];
-    let desc = CustomOpIr {
-        id: if inverse {
-            "engram_rope_inverse"
-        } else {
-            "engram_rope"
-        }
-        .into(),
-        inputs: inputs.to_vec(),
-        outputs: vec![out.clone()],
-        scalars: Vec::new(),
+    let (shape, dtype) = (x.shape.clone(), x.dtype);
+    let id = if inverse {
+        "engram_rope_inverse"
+    } else {
+        "engram_rope"
     };
-    let op = OperationFn(
-        move |handles: &mut HandleContainer<<Runtime as FusionRuntime>::FusionHandle>| {
-            let [x, cos, sin] = inputs
-                .each_ref()
-                .map(|ir| handles.get_float_tensor::<CubeBackend>(ir));
-            handles.register_float_tensor::<CubeBackend>(&out.id, rotate_any(x, cos, sin, inverse));
-            Ok(())
-        },
-    );
-    client
-        .register(StreamId::current(), OperationIr::Custom(desc), op)
-        .remove(0)
+    cube_op::register(id, vec![x, cos, sin], shape, dtype, move |inputs| {
+        let [x, cos, sin]: [CubeTensor; 3] = inputs.try_into().expect("three inputs");
+        rotate(x, cos, sin, inverse)
+    })
 }

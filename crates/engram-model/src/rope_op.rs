@@ -80,11 +80,7 @@ impl RotaryOp for burn::backend::Cube {
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        if crate::rope_kernel::supported(&x, &cos, &sin) {
-            crate::rope_kernel::rotary(x, cos, sin, false)
-        } else {
-            forward::<Self>(x, cos, sin, false)
-        }
+        cube_rotary(x, cos, sin, false)
     }
 
     fn rotary_inverse(
@@ -92,11 +88,22 @@ impl RotaryOp for burn::backend::Cube {
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        if crate::rope_kernel::supported(&x, &cos, &sin) {
-            crate::rope_kernel::rotary(x, cos, sin, true)
-        } else {
-            forward::<Self>(x, cos, sin, true)
-        }
+        cube_rotary(x, cos, sin, true)
+    }
+}
+
+/// [`forward`] on the CubeCL backends: the kernel where it takes the input.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn cube_rotary(
+    x: FloatTensor<burn::backend::Cube>,
+    cos: FloatTensor<burn::backend::Cube>,
+    sin: FloatTensor<burn::backend::Cube>,
+    inverse: bool,
+) -> FloatTensor<burn::backend::Cube> {
+    if crate::rope_kernel::supported(&x, &cos, &sin) {
+        crate::rope_kernel::rotary(x, cos, sin, inverse)
+    } else {
+        forward::<burn::backend::Cube>(x, cos, sin, inverse)
     }
 }
 

@@ -1,0 +1,66 @@
+//! A hand-written CubeCL kernel as one operation of Burn's fusion stream, for the GPU backends'
+//! own kernels ([`crate::rope_kernel`], engram-lora's `flat_gather`).
+//!
+//! `#[backend_extension]` generates this registration for single-tensor inputs; this is the
+//! same registration by hand, for any number of inputs: the op is opaque to fusion and runs in
+//! stream order, after the kernels that produce its inputs.
+
+use burn::tensor::{DType, Shape};
+use burn_cubecl::CubeBackend;
+use burn_cubecl::tensor::CubeTensor;
+use burn_fusion::custom::{
+    CustomOpIr, HandleContainer, OperationFn, OperationIr, StreamId, TensorIr,
+};
+use burn_fusion::{FusionBackend, FusionRuntime, FusionTensor};
+
+/// The fusion runtime of Burn's CubeCL backend (`burn::backend::Cube`'s float tensors are
+/// `FusionTensor<CubeRuntime>`).
+pub type CubeRuntime = <CubeBackend as FusionBackend>::FusionRuntime;
+
+/// Registers `run` (a kernel over the inputs' CubeCL tensors, untiled, returning one tensor of
+/// `shape` and `dtype`) as one fusion operation named `id` over `inputs` (at least one), and
+/// returns its output.
+pub fn register(
+    id: &str,
+    inputs: Vec<FusionTensor<CubeRuntime>>,
+    shape: Shape,
+    dtype: DType,
+    run: impl Fn(Vec<CubeTensor>) -> CubeTensor + Send + Sync + 'static,
+) -> FusionTensor<CubeRuntime> {
+    let client = inputs
+        .first()
+        .expect("a custom op needs an input")
+        .client
+        .clone();
+    let irs: Vec<TensorIr> = inputs.into_iter().map(|t| t.into_ir()).collect();
+    let out = TensorIr::uninit(client.create_empty_handle(), shape, dtype);
+    let desc = CustomOpIr {
+        id: id.into(),
+        inputs: irs.clone(),
+        outputs: vec![out.clone()],
+        scalars: Vec::new(),
+    };
+    let op = OperationFn(
+        move |handles: &mut HandleContainer<<CubeRuntime as FusionRuntime>::FusionHandle>| {
+            let tensors = irs
+                .iter()
+                .map(|ir| untiled(handles.get_float_tensor::<CubeBackend>(ir)))
+                .collect();
+            handles.register_float_tensor::<CubeBackend>(&out.id, run(tensors));
+            Ok(())
+        },
+    );
+    client
+        .register(StreamId::current(), OperationIr::Custom(desc), op)
+        .remove(0)
+}
+
+/// `t` laid out as rows (a matmul may leave its output storage-tiled, which only the matmul
+/// reads).
+fn untiled(t: CubeTensor) -> CubeTensor {
+    if t.meta.is_tiled() {
+        burn_cubecl::kernel::untile(t)
+    } else {
+        t
+    }
+}
