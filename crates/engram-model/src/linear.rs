@@ -95,11 +95,17 @@ pub fn shared_adapter_input<const D: usize>(
     linears: &[&Linear],
     x: &Tensor<D>,
 ) -> Option<Tensor<D>> {
+    shared_adapter(linears).map(|first| first.prepare(x.clone()))
+}
+
+/// The adapter whose [`LoraAdapter::prepare`] serves all of `linears` (the first), when there
+/// are several, each has an adapter, and all prepare alike.
+fn shared_adapter<'a>(linears: &[&'a Linear]) -> Option<&'a LoraAdapter> {
     let first = linears.first()?.lora.as_ref()?;
     let alike = linears
         .iter()
         .all(|l| l.lora.as_ref().is_some_and(|a| a.prepares_like(first)));
-    (alike && linears.len() > 1).then(|| first.prepare(x.clone()))
+    (alike && linears.len() > 1).then_some(first)
 }
 
 /// The dropout masks a forward through `linears` (which read one input of `tokens` rows) draws,
@@ -111,16 +117,7 @@ pub fn dropout_sites(linears: &[&Linear], tokens: usize) -> Vec<(f64, usize)> {
             .as_ref()
             .and_then(|a| a.dropout_draws().map(|p| (p, tokens * l.d_in())))
     };
-    let shared = linears.len() > 1
-        && linears
-            .first()
-            .and_then(|l| l.lora.as_ref())
-            .is_some_and(|first| {
-                linears
-                    .iter()
-                    .all(|l| l.lora.as_ref().is_some_and(|a| a.prepares_like(first)))
-            });
-    if shared {
+    if shared_adapter(linears).is_some() {
         draws(linears[0]).into_iter().collect()
     } else {
         linears.iter().filter_map(|l| draws(l)).collect()
