@@ -161,21 +161,16 @@ impl Llama {
     /// Every dropout mask of a training forward over `tokens` rows drawn at once
     /// ([`crate::lora::dropout`]), where all sites share one probability; `None` otherwise.
     fn dropout_pool(&self, tokens: usize, device: &Device) -> Option<PoolScope> {
-        let sites: Vec<(f64, usize)> = self
-            .layers
-            .iter()
-            .flat_map(|l| {
-                let mut s = l.self_attn.dropout_sites(tokens);
-                s.extend(l.mlp.dropout_sites(tokens));
-                s
-            })
-            .collect();
-        let prob = sites.first()?.0;
-        if sites.iter().any(|(p, _)| *p != prob) {
-            return None;
-        }
-        let sizes: Vec<usize> = sites.iter().map(|(_, n)| *n).collect();
-        pool_scope(device, prob, &sizes)
+        pool_scope(device, || {
+            self.layers
+                .iter()
+                .flat_map(|l| {
+                    let mut s = l.self_attn.dropout_sites(tokens);
+                    s.extend(l.mlp.dropout_sites(tokens));
+                    s
+                })
+                .collect()
+        })
     }
 
     /// Logits for hidden states `[batch, seq, hidden]` -> `[batch, seq, vocab]` (computed in the

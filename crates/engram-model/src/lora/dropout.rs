@@ -37,18 +37,28 @@ impl Drop for PoolScope {
     }
 }
 
-/// Draws the keep masks of dropout sites of `sizes` elements (probability `prob`) on `device`
-/// in one random-number kernel, for [`pooled_dropout`] to hand out while the returned scope
-/// lives. `None` (no pool) where there is nothing to draw, or on the CPU backend, whose sites
-/// draw on the host. Burn draws each site's mask as `random_like(Bernoulli(1 − p))`; the pool
-/// draws the same distribution, element by element independent, from one stream.
-pub(crate) fn pool_scope(device: &Device, prob: f64, sizes: &[usize]) -> Option<PoolScope> {
-    if prob <= 0.0 || sizes.is_empty() || !device.is_autodiff() || crate::is_cpu(device) {
+/// Draws the keep masks of a forward's dropout sites (`sites()`: `(probability, elements)`
+/// each) on `device` in one random-number kernel, for [`pooled_dropout`] to hand out while the
+/// returned scope lives. `None` (no pool) where there is nothing to draw, where the sites'
+/// probabilities differ, or off a GPU training device (the CPU backend's sites draw on the
+/// host; `sites` is not called there). Burn draws each site's mask as
+/// `random_like(Bernoulli(1 − p))`; the pool draws the same distribution, element by element
+/// independent, from one stream.
+pub(crate) fn pool_scope(
+    device: &Device,
+    sites: impl FnOnce() -> Vec<(f64, usize)>,
+) -> Option<PoolScope> {
+    if !device.is_autodiff() || crate::is_cpu(device) {
         return None;
     }
-    let total: usize = sizes
+    let sites = sites();
+    let prob = sites.first()?.0;
+    if prob <= 0.0 || sites.iter().any(|(p, _)| *p != prob) {
+        return None;
+    }
+    let total: usize = sites
         .iter()
-        .map(|n| n.div_ceil(POOL_ALIGN) * POOL_ALIGN)
+        .map(|(_, n)| n.div_ceil(POOL_ALIGN) * POOL_ALIGN)
         .sum();
     let draws = Tensor::<1>::random([total], Distribution::Bernoulli(1.0 - prob), device);
     POOL.with(|p| {
@@ -186,7 +196,8 @@ mod tests {
             Tensor::<2>::ones([40, 100], &device),
             Tensor::<2>::ones([37, 3], &device),
         ];
-        let scope = pool_scope(&device, 0.25, &[4000, 111]).expect("a pool on wgpu");
+        let scope =
+            pool_scope(&device, || vec![(0.25, 4000), (0.25, 111)]).expect("a pool on wgpu");
         let draws: Vec<f32> = POOL
             .with(|p| p.borrow().as_ref().map(|p| p.draws.clone()))
             .unwrap()
@@ -223,6 +234,6 @@ mod tests {
         );
         drop(scope);
         assert!(pooled_dropout(&dropout, &xs[1]).is_none(), "no pool");
-        assert!(pool_scope(&Device::flex().autodiff(), 0.25, &[10]).is_none());
+        assert!(pool_scope(&Device::flex().autodiff(), || vec![(0.25, 10)]).is_none());
     }
 }
