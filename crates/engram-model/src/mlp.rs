@@ -18,9 +18,6 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// Applies the block to `x: [.., .., hidden]` (the model's token rows, `[1, batch · seq,
-    /// hidden]`); `silu(g) · u` in one pass on the CPU backend's inference
-    /// ([`crate::cpu_ops::swiglu`], the same bits).
     /// The dropout masks [`Mlp::forward`] on `tokens` rows draws, `(probability, elements)`.
     pub fn dropout_sites(&self, tokens: usize) -> Vec<(f64, usize)> {
         let mut sites = dropout_sites(&[&self.gate_proj, &self.up_proj], tokens);
@@ -28,6 +25,9 @@ impl Mlp {
         sites
     }
 
+    /// Applies the block to `x: [.., .., hidden]` (the model's token rows, `[1, batch · seq,
+    /// hidden]`); `silu(g) · u` in one pass on the CPU backend's inference
+    /// ([`crate::cpu_ops::swiglu`], the same bits).
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         // gate's and up's adapters share one prepared input (cast, dropout mask).
         let xa = shared_adapter_input(&[&self.gate_proj, &self.up_proj], &x);
