@@ -20,7 +20,7 @@ use burn::tensor::{Bool, DType, Device, Tensor, TensorData};
 use crate::attention_op::attention_core;
 use crate::kv_cache::LayerCache;
 use crate::linear::{Linear, dropout_sites, shared_adapter_input};
-use crate::rope::{apply_rotary, apply_rotary_heads_first};
+use crate::rope::apply_rotary;
 
 /// Llama self-attention.
 #[derive(Module, Debug)]
@@ -71,22 +71,20 @@ impl Attention {
         let q = self.q_proj.forward_prepared(x.clone(), xa.clone());
         let k = self.k_proj.forward_prepared(x.clone(), xa.clone());
         let v = self.v_proj.forward_prepared(x, xa);
+        // RoPE on q and k as the projections lay them out ([b, t, heads, d]).
+        let q = apply_rotary(q.reshape([b, t, h, d]), cos, sin);
+        let k = apply_rotary(k.reshape([b, t, kv, d]), cos, sin);
+        let v = v.reshape([b, t, kv, d]);
         let scale = (d as f64).powf(-0.5);
         if fused_attention(&q.device()) {
-            // RoPE on q and k as the projections lay them out ([b, t, heads, d]).
-            let q = apply_rotary(q.reshape([b, t, h, d]), cos, sin);
-            let k = apply_rotary(k.reshape([b, t, kv, d]), cos, sin);
-            let v = v.reshape([b, t, kv, d]);
             let out = match cache {
                 Some(c) => cached_on_host(c, q, k, v, mask, scale),
                 None => fused(q, k.swap_dims(1, 2), v.swap_dims(1, 2), mask, scale),
             };
             return self.o_proj.forward(out);
         }
-        // Heads first: RoPE writes q and k in that layout ([b, heads, t, d]).
-        let q = apply_rotary_heads_first(q.reshape([b, t, h, d]), cos, sin);
-        let k = apply_rotary_heads_first(k.reshape([b, t, kv, d]), cos, sin);
-        let v = v.reshape([b, t, kv, d]).swap_dims(1, 2);
+        // Heads first.
+        let (q, k, v) = (q.swap_dims(1, 2), k.swap_dims(1, 2), v.swap_dims(1, 2));
         let (k, v) = match cache {
             Some(c) => c.append(k, v),
             None => (k, v),

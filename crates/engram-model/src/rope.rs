@@ -178,22 +178,13 @@ impl Rotary {
 pub fn apply_rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     match crate::cpu_ops::rotary(&x, cos, sin) {
         Some(y) => y,
-        None => crate::rope_op::rotary(x, cos, sin).swap_dims(1, 2),
+        None => rotary_ops(x, cos, sin),
     }
 }
 
 /// [`apply_rotary`] in Burn ops (every backend): one operation whose backward is the rotation
 /// by −θ ([`crate::rope_op`]); its forward runs the ops of [`rotary_composed`], in that order.
-#[cfg(test)]
 pub(crate) fn rotary_ops(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    crate::rope_op::rotary(x, cos, sin).swap_dims(1, 2)
-}
-
-/// [`apply_rotary`] returned heads first: `x` `[batch, seq, heads, head_dim]` in,
-/// `[batch, heads, seq, head_dim]` out, as attention's products read q and k. One operation
-/// ([`crate::rope_op`]); on the GPU backends one kernel that writes the heads-first layout
-/// itself, where `swap_dims` would leave a view that the next reshape or matmul copies.
-pub fn apply_rotary_heads_first(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     crate::rope_op::rotary(x, cos, sin)
 }
 

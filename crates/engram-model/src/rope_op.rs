@@ -28,20 +28,14 @@ fn swap_halves<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_reshape(B::float_flip(split, &[3]), Shape::from([b, t, h, d]))
 }
 
-/// `x · cos + F(x) · sin` for `x` `[b, t, h, d]`, returned heads first (`[b, h, t, d]`, a view);
-/// `inverse`: `x · cos − F(x) · sin`, the rotation by −θ, for `x` `[b, h, t, d]`, returned
-/// `[b, t, h, d]` (a view). The tables are cast to `x`'s dtype; Burn ops.
+/// `x · cos + F(x) · sin` (`inverse`: `x · cos − F(x) · sin`, the rotation by −θ), the tables
+/// cast to `x`'s dtype, in Burn ops.
 fn forward<B: Backend>(
     x: FloatTensor<B>,
     cos: FloatTensor<B>,
     sin: FloatTensor<B>,
     inverse: bool,
 ) -> FloatTensor<B> {
-    let x = if inverse {
-        B::float_swap_dims(x, 1, 2)
-    } else {
-        x
-    };
     let dtype = FloatDType::from(x.dtype());
     let swapped = swap_halves::<B>(x.clone());
     let a = B::float_mul(x, B::float_cast(cos, dtype));
@@ -49,14 +43,14 @@ fn forward<B: Backend>(
     if inverse {
         B::float_sub(a, b)
     } else {
-        B::float_swap_dims(B::float_add(a, b), 1, 2)
+        B::float_add(a, b)
     }
 }
 
 #[backend_extension(Flex, Cube: cfg(any(feature = "wgpu", feature = "cuda")), Autodiff)]
 pub trait RotaryOp: Backend {
     /// `x · cos + F(x) · sin`, `x: [batch, seq, heads, head_dim]`, tables `[batch or 1, seq, 1,
-    /// head_dim]`, returned heads first: `[batch, heads, seq, head_dim]`, as attention reads it.
+    /// head_dim]`.
     fn rotary(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
@@ -65,9 +59,7 @@ pub trait RotaryOp: Backend {
         forward::<Self>(x, cos, sin, false)
     }
 
-    /// `x · cos − F(x) · sin` for `x: [batch, heads, seq, head_dim]`, returned `[batch, seq,
-    /// heads, head_dim]`: the inverse rotation, layout included (the backward of
-    /// [`RotaryOp::rotary`]).
+    /// `x · cos − F(x) · sin`: the inverse rotation (the backward of [`RotaryOp::rotary`]).
     fn rotary_inverse(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
@@ -108,7 +100,7 @@ fn cube_rotary(
     sin: FloatTensor<burn::backend::Cube>,
     inverse: bool,
 ) -> FloatTensor<burn::backend::Cube> {
-    if crate::rope_kernel::supported(&x, &cos, &sin, inverse) {
+    if crate::rope_kernel::supported(&x, &cos, &sin) {
         crate::rope_kernel::rotary(x, cos, sin, inverse)
     } else {
         forward::<burn::backend::Cube>(x, cos, sin, inverse)
@@ -150,8 +142,7 @@ impl<B: Backend + RotaryOp, C: CheckpointStrategy> RotaryOp for Autodiff<B, C> {
     }
 }
 
-/// [`RotaryOp::rotary`] on tensors, in one autodiff node (the tables get no gradient): `x`
-/// `[b, t, h, d]` rotated and returned heads first, `[b, h, t, d]`.
+/// [`RotaryOp::rotary`] on tensors, in one autodiff node (the tables get no gradient).
 pub fn rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     Tensor::from_dispatch(<burn::backend::Dispatch as RotaryOp>::rotary(
         x.into_dispatch(),
@@ -192,12 +183,11 @@ mod tests {
     fn check(device: &Device, dtype: DType) {
         let (cos, sin) = tables(device);
         let x0 = Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), device);
-        // The output is heads first: [2, 3, 5, 8].
-        let up = Tensor::<4>::random([2, 3, 5, 8], Distribution::Normal(0.0, 1.0), device);
+        let up = Tensor::<4>::random(x0.shape(), Distribution::Normal(0.0, 1.0), device);
         let run = |composed: bool| {
             let x = x0.clone().cast(dtype).require_grad();
             let y = if composed {
-                rotary_composed(x.clone(), &cos, &sin).swap_dims(1, 2)
+                rotary_composed(x.clone(), &cos, &sin)
             } else {
                 rotary(x.clone(), &cos, &sin)
             };
@@ -246,7 +236,6 @@ mod tests {
         let _ = f32_values(x.clone());
         let counter = crate::LaunchCounter::start(&device).unwrap();
         let y = rotary(x.clone(), &cos, &sin);
-        assert_eq!(y.dims(), [2, 3, 5, 8], "heads first");
         let back = Tensor::<4>::from_dispatch(<Dispatch as RotaryOp>::rotary_inverse(
             y.into_dispatch(),
             cos.clone().into_dispatch(),
