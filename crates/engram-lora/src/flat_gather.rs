@@ -284,12 +284,7 @@ mod tests {
         let flat = gather(inputs, &starts, want.len()).unwrap_or_else(|_| panic!("not gathered"));
         let got = f32_values(flat);
         // Counted by name: other tests of this binary may launch kernels on the device meanwhile.
-        let launched: u64 = counter
-            .by_kernel()
-            .into_iter()
-            .filter(|(k, _)| k.contains("FlatGather"))
-            .map(|(_, n)| n)
-            .sum();
+        let launched = counter.launched_named("FlatGather");
         assert_eq!(got, want);
         assert_eq!(launched, 37usize.div_ceil(MAX_INPUTS) as u64, "launches");
     }

@@ -43,6 +43,17 @@ impl LaunchCounter {
         }
     }
 
+    /// Launches since [`LaunchCounter::start`] of the kernels whose name (as in
+    /// [`LaunchCounter::by_kernel`]) contains `part`: a count that launches by other threads'
+    /// work on the device (the counter sees every stream) do not disturb.
+    pub fn launched_named(&self, part: &str) -> u64 {
+        self.by_kernel()
+            .into_iter()
+            .filter(|(k, _)| k.contains(part))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// The kernels launched since [`LaunchCounter::start`], in launch order (named as in
     /// [`LaunchCounter::by_kernel`]): where a step's ops fused and where they did not.
     pub fn sequence(&self) -> Vec<String> {
@@ -155,6 +166,8 @@ mod tests {
         for (name, n) in &tally {
             assert_eq!(sequence.iter().filter(|s| *s == name).count() as u64, *n);
         }
+        assert_eq!(counter.launched_named(""), counter.launched());
+        assert_eq!(counter.launched_named("no kernel is named this"), 0);
         assert!(
             tally
                 .iter()

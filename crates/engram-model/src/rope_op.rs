@@ -244,13 +244,12 @@ mod tests {
         let round_trip = f32_values(back);
         // Counted by name (the lock keeps this module's other RoPE test out; other tests of the
         // binary may launch other kernels meanwhile).
-        let kernels = counter.by_kernel();
-        let rope: u64 = kernels
-            .iter()
-            .filter(|(k, _)| k.contains("Rope"))
-            .map(|(_, n)| n)
-            .sum();
-        assert_eq!(rope, 2, "{kernels:?}");
+        assert_eq!(
+            counter.launched_named("Rope"),
+            2,
+            "{:?}",
+            counter.by_kernel()
+        );
         // cos² + sin² = 1: the inverse undoes the rotation (to rounding).
         let max = round_trip
             .iter()
