@@ -160,45 +160,76 @@ mod tests {
     use super::rotary;
     use crate::rope::rotary_composed;
 
-    /// Tables of the signed form: `sin`'s first half the negated second.
+    /// Tables of the signed form: `sin`'s first half the negated second; one row shared by
+    /// the batch.
     fn tables(device: &Device) -> (Tensor<4>, Tensor<4>) {
-        let (t, d) = (5, 8);
+        tables_for(&[0], device)
+    }
+
+    /// Tables with one row per position offset in `rows` (`[rows, t, 1, d]`, as packed batches
+    /// have), or one shared row (`[0]`).
+    fn tables_for(rows: &[usize], device: &Device) -> (Tensor<4>, Tensor<4>) {
+        let (t, d) = (5usize, 8usize);
         let mut cos = Vec::new();
         let mut sin = Vec::new();
-        for p in 0..t {
-            let f: Vec<f32> = (0..d / 2).map(|i| p as f32 * 0.7f32.powi(i)).collect();
+        for p in rows.iter().flat_map(|&r| r..r + t) {
+            let f: Vec<f32> = (0..d / 2)
+                .map(|i| p as f32 * 0.7f32.powi(i as i32))
+                .collect();
             for sign in [-1f32, 1.0] {
                 cos.extend(f.iter().map(|x| x.cos()));
                 sin.extend(f.iter().map(|x| sign * x.sin()));
             }
         }
-        let data = |v| burn::tensor::TensorData::new(v, [1, t, 1, d]);
+        let data = |v: Vec<f32>| burn::tensor::TensorData::new(v, [rows.len(), t, 1, d]);
         (
             Tensor::from_data(data(cos), device),
             Tensor::from_data(data(sin), device),
         )
     }
 
-    /// The op's output and gradient against autodiff through the composed ops: the same bits.
+    /// The op's output and gradient against autodiff through the composed ops: the same bits,
+    /// with a table row shared by the batch and with one per batch row.
     fn check(device: &Device, dtype: DType) {
-        let (cos, sin) = tables(device);
+        for rows in [&[0][..], &[0, 3]] {
+            let (cos, sin) = tables_for(rows, device);
+            check_with(device, dtype, &cos, &sin);
+        }
+    }
+
+    fn check_with(device: &Device, dtype: DType, cos: &Tensor<4>, sin: &Tensor<4>) {
         let x0 = Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), device);
         let up = Tensor::<4>::random(x0.shape(), Distribution::Normal(0.0, 1.0), device);
         let run = |composed: bool| {
             let x = x0.clone().cast(dtype).require_grad();
             let y = if composed {
-                rotary_composed(x.clone(), &cos, &sin)
+                rotary_composed(x.clone(), cos, sin)
             } else {
-                rotary(x.clone(), &cos, &sin)
+                rotary(x.clone(), cos, sin)
             };
             let grads = (y.clone().cast(DType::F32) * up.clone()).sum().backward();
             (f32_values(y), f32_values(x.grad(&grads).unwrap()))
         };
         let (y, g) = run(false);
         let (y_ref, g_ref) = run(true);
-        assert_eq!(y, y_ref, "{dtype:?} forward");
-        assert_eq!(g, g_ref, "{dtype:?} gradient");
+        let rows = cos.dims()[0];
+        assert_eq!(y, y_ref, "{dtype:?}, {rows} table rows: forward");
+        assert_eq!(g, g_ref, "{dtype:?}, {rows} table rows: gradient");
         assert!(g_ref.iter().any(|v| v.abs() > 0.1));
+    }
+
+    /// Without autodiff (inference on the CPU backend) the op is the composed forward, with
+    /// shared and per-row tables.
+    #[test]
+    fn without_autodiff_the_op_is_the_composed_forward() {
+        let device = Device::flex();
+        device.seed(33);
+        for rows in [&[0][..], &[0, 3]] {
+            let (cos, sin) = tables_for(rows, &device);
+            let x = Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), &device);
+            let want = f32_values(rotary_composed(x.clone(), &cos, &sin));
+            assert_eq!(f32_values(rotary(x, &cos, &sin)), want, "rows {rows:?}");
+        }
     }
 
     #[test]
