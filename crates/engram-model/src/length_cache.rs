@@ -22,10 +22,14 @@ impl<T: Clone> LengthCache<T> {
         }
     }
 
-    /// The value kept for (`device`, `len`), else `build()`'s, kept.
+    /// The value kept for (`device`, `len`), else `build()`'s, kept. A device and its autodiff
+    /// twin keep separate values: `Device`'s `==` compares the devices underneath (an autodiff
+    /// CPU device equals the plain one), and a tensor of one mixed into the other's operations
+    /// (an inference copy of a model being trained shares its caches) computes garbage.
     pub(crate) fn get_or_build(&self, device: &Device, len: usize, build: impl FnOnce() -> T) -> T {
         let mut entries = self.entries.lock().expect("length cache");
-        if let Some((_, _, v)) = entries.iter().find(|(d, n, _)| *n == len && d == device) {
+        let same = |d: &Device| d == device && d.is_autodiff() == device.is_autodiff();
+        if let Some((_, _, v)) = entries.iter().find(|(d, n, _)| *n == len && same(d)) {
             return v.clone();
         }
         let v = build();
@@ -65,5 +69,17 @@ mod tests {
         assert_eq!(get(&cpu, 3), 33);
         assert_eq!(get(&cpu, 2), 22);
         assert_eq!(get(&cpu, 1), 14);
+    }
+
+    /// An autodiff device's values are not handed to the plain device, nor the other way.
+    #[test]
+    fn a_device_and_its_autodiff_twin_keep_separate_values() {
+        let cache = LengthCache::new(4);
+        let (cpu, autodiff) = (Device::flex(), Device::flex().autodiff());
+        assert_eq!(cache.get_or_build(&autodiff, 1, || 1), 1);
+        assert_eq!(cache.get_or_build(&cpu, 1, || 2), 2);
+        assert_eq!(cache.get_or_build(&autodiff, 1, || 3), 1);
+        assert_eq!(cache.get_or_build(&cpu, 1, || 4), 2);
+        assert_eq!(cache.len(), 2);
     }
 }
