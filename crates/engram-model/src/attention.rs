@@ -21,6 +21,7 @@ use crate::attention_op::attention_core;
 use crate::kv_cache::LayerCache;
 use crate::linear::{Linear, dropout_sites, shared_adapter_input};
 use crate::rope::apply_rotary;
+use crate::rope_op::rotary_heads_first;
 
 /// Llama self-attention.
 #[derive(Module, Debug)]
@@ -71,20 +72,26 @@ impl Attention {
         let q = self.q_proj.forward_prepared(x.clone(), xa.clone());
         let k = self.k_proj.forward_prepared(x.clone(), xa.clone());
         let v = self.v_proj.forward_prepared(x, xa);
-        // RoPE on q and k as the projections lay them out ([b, t, heads, d]).
-        let q = apply_rotary(q.reshape([b, t, h, d]), cos, sin);
-        let k = apply_rotary(k.reshape([b, t, kv, d]), cos, sin);
-        let v = v.reshape([b, t, kv, d]);
+        let (q, k, v) = (
+            q.reshape([b, t, h, d]),
+            k.reshape([b, t, kv, d]),
+            v.reshape([b, t, kv, d]),
+        );
         let scale = (d as f64).powf(-0.5);
         if fused_attention(&q.device()) {
+            // RoPE on q and k as the projections lay them out ([b, t, heads, d]).
+            let q = apply_rotary(q, cos, sin);
+            let k = apply_rotary(k, cos, sin);
             let out = match cache {
                 Some(c) => cached_on_host(c, q, k, v, mask, scale),
                 None => fused(q, k.swap_dims(1, 2), v.swap_dims(1, 2), mask, scale),
             };
             return self.o_proj.forward(out);
         }
-        // Heads first.
-        let (q, k, v) = (q.swap_dims(1, 2), k.swap_dims(1, 2), v.swap_dims(1, 2));
+        // Heads first: RoPE writes q and k in that layout.
+        let q = rotary_heads_first(q, cos, sin);
+        let k = rotary_heads_first(k, cos, sin);
+        let v = v.swap_dims(1, 2);
         let (k, v) = match cache {
             Some(c) => c.append(k, v),
             None => (k, v),

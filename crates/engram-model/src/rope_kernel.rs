@@ -6,6 +6,13 @@
 //! It takes f32 activations only: other dtypes keep the composed ops until a GPU can check the
 //! kernel's half-precision rounding against them.
 //!
+//! The kernel reads `x` and the tables through their strides and broadcasts the tables' size-1
+//! axes, so it also runs on views: given a heads-first view of the projections' `[b, t, h, d]`
+//! (with the tables' view to match) it writes q and k heads first, as attention's products read
+//! them, and given a view of a heads-first gradient it writes the gradient back in the
+//! projections' layout ([`crate::rope_op::rotary_heads_first`]) — the layout copy a view would
+//! cost the next reshape or product happens inside the kernel.
+//!
 //! Registered with Burn's fusion stream as one opaque operation ([`crate::cube_op`]).
 
 use burn::tensor::DType;
@@ -16,8 +23,10 @@ use cubecl::{calculate_cube_count_elemwise, prelude::*};
 use crate::cube_op::{self, CubeRuntime as Runtime};
 
 /// `out[p] = x[p] · c + σ · x[p'] · s`, `p'` the same position in the other half of the head
-/// dimension, `c, s` the tables' entries for `p`'s (row, position, dimension) broadcast over
-/// heads (and over rows where the table has one). `out` is contiguous in `x`'s shape.
+/// dimension (the last), `c, s` the tables' entries for `p`'s index, each table dimension of
+/// size 1 broadcast (over heads, and over rows where the table has one). `x` and the tables may
+/// be strided views (a heads-first view of `[b, t, heads, d]` activations with the tables' view
+/// to match); `out` is contiguous in `x`'s shape.
 #[cube(launch_unchecked)]
 fn rope_kernel(
     x: &Tensor<f32>,
@@ -35,22 +44,25 @@ fn rope_kernel(
     let half = d / 2;
     let j = pos % d;
     let rest = pos / d;
-    let head = rest % x.shape(2);
+    let i2 = rest % x.shape(2);
     let rest = rest / x.shape(2);
-    let t = rest % x.shape(1);
-    let b = rest / x.shape(1);
+    let i1 = rest % x.shape(1);
+    let i0 = rest / x.shape(1);
     let partner = if j < half { j + half } else { j - half };
-    let row = b * x.stride(0) + t * x.stride(1) + head * x.stride(2);
-    let tb = if cos.shape(0) == 1 { 0usize } else { b };
-    let at = tb * cos.stride(0) + t * cos.stride(1) + j * cos.stride(3);
-    let st = tb * sin.stride(0) + t * sin.stride(1) + j * sin.stride(3);
+    let row = i0 * x.stride(0) + i1 * x.stride(1) + i2 * x.stride(2);
+    // A table dimension of size 1 is broadcast.
+    let t0 = if cos.shape(0) == 1 { 0usize } else { i0 };
+    let t1 = if cos.shape(1) == 1 { 0usize } else { i1 };
+    let t2 = if cos.shape(2) == 1 { 0usize } else { i2 };
+    let at = t0 * cos.stride(0) + t1 * cos.stride(1) + t2 * cos.stride(2) + j * cos.stride(3);
+    let st = t0 * sin.stride(0) + t1 * sin.stride(1) + t2 * sin.stride(2) + j * sin.stride(3);
     let a = x[row + j * x.stride(3)] * cos[at];
     let s = x[row + partner * x.stride(3)] * sin[st];
     output[pos] = a + sign * s;
 }
 
-/// The kernel over CubeCL tensors: `x` `[batch, seq, heads, head_dim]`, the tables
-/// `[batch or 1, seq, 1, head_dim]`, all f32 (any strides).
+/// The kernel over CubeCL tensors: `x` rank 4 (`[batch, seq, heads, head_dim]`, or that
+/// swapped heads first), the tables broadcasting to it, all f32 (any strides).
 fn rotate(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> CubeTensor {
     let (client, device) = (x.client.clone(), x.device.clone());
     let shape = x.meta.shape().clone();
@@ -83,7 +95,8 @@ fn rotate(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> Cub
 }
 
 /// Whether the kernel takes `x` with these tables: f32 activations and tables, rank 4, an even
-/// head dimension, tables broadcasting over heads.
+/// last (head) dimension, tables of one shape broadcasting to `x`'s (each dimension `x`'s or
+/// 1, the last `x`'s).
 pub(crate) fn supported(
     x: &FusionTensor<Runtime>,
     cos: &FusionTensor<Runtime>,
@@ -98,9 +111,7 @@ pub(crate) fn supported(
         && sin.shape == cos.shape
         && xs[3] % 2 == 0
         && cs[3] == xs[3]
-        && cs[1] == xs[1]
-        && cs[2] == 1
-        && (cs[0] == 1 || cs[0] == xs[0])
+        && (0..3).all(|i| cs[i] == xs[i] || cs[i] == 1)
 }
 
 /// RoPE (`inverse`: its inverse) of `x` by the kernel, registered in the fusion stream; the

@@ -67,6 +67,33 @@ pub trait RotaryOp: Backend {
     ) -> FloatTensor<Self> {
         forward::<Self>(x, cos, sin, true)
     }
+
+    /// [`RotaryOp::rotary`] of `x: [batch, seq, heads, head_dim]` returned heads first,
+    /// `[batch, heads, seq, head_dim]`, as attention's products read q and k. By default the
+    /// rotation and a view (`swap_dims`), which the next reshape or product copies.
+    fn rotary_heads_first(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        swap::<Self>(Self::rotary(x, cos, sin))
+    }
+
+    /// The backward of [`RotaryOp::rotary_heads_first`]: the inverse rotation of `dy: [batch,
+    /// heads, seq, head_dim]`, returned in the projections' layout, `[batch, seq, heads,
+    /// head_dim]`.
+    fn rotary_heads_first_inverse(
+        dy: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        Self::rotary_inverse(swap::<Self>(dy), cos, sin)
+    }
+}
+
+/// `x` with axes 1 and 2 swapped (a view).
+fn swap<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    B::float_swap_dims(x, 1, 2)
 }
 
 impl RotaryOp for burn::backend::Flex {}
@@ -90,6 +117,36 @@ impl RotaryOp for burn::backend::Cube {
     ) -> FloatTensor<Self> {
         cube_rotary(x, cos, sin, true)
     }
+
+    /// The kernel reads `x` through a heads-first view (the tables' view to match) and writes
+    /// its output contiguous in that layout: one kernel, no copy.
+    fn rotary_heads_first(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        type C = burn::backend::Cube;
+        let (xv, cv, sv) = (
+            swap::<C>(x.clone()),
+            swap::<C>(cos.clone()),
+            swap::<C>(sin.clone()),
+        );
+        if crate::rope_kernel::supported(&xv, &cv, &sv) {
+            crate::rope_kernel::rotary(xv, cv, sv, false)
+        } else {
+            swap::<C>(forward::<C>(x, cos, sin, false))
+        }
+    }
+
+    /// The kernel reads `dy` through a view in the projections' layout and writes the gradient
+    /// contiguous in it.
+    fn rotary_heads_first_inverse(
+        dy: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        cube_rotary(swap::<burn::backend::Cube>(dy), cos, sin, true)
+    }
 }
 
 /// [`forward`] on the CubeCL backends: the kernel where it takes the input.
@@ -107,17 +164,55 @@ fn cube_rotary(
     }
 }
 
+/// The backward of [`RotaryOp::rotary`] (`heads_first`: of [`RotaryOp::rotary_heads_first`]):
+/// the inverse rotation of the output's gradient.
 #[derive(Debug)]
-struct RotaryBackward;
+struct RotaryBackward {
+    heads_first: bool,
+}
 
 impl<B: Backend + RotaryOp> Backward<B, 1> for RotaryBackward {
     type State = (FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let (cos, sin) = ops.state;
+        let heads_first = self.heads_first;
         unary::<B, _>(ops.parents, ops.node, grads, |dy| {
-            B::rotary_inverse(dy, cos, sin)
+            if heads_first {
+                B::rotary_heads_first_inverse(dy, cos, sin)
+            } else {
+                B::rotary_inverse(dy, cos, sin)
+            }
         });
+    }
+}
+
+/// The rotation (`heads_first`: returned heads first) under autodiff: one node, whose backward
+/// is the inverse rotation ([`RotaryBackward`]).
+fn tracked<B: Backend + RotaryOp, C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<B, C>>,
+    cos: FloatTensor<Autodiff<B, C>>,
+    sin: FloatTensor<Autodiff<B, C>>,
+    heads_first: bool,
+) -> FloatTensor<Autodiff<B, C>> {
+    let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
+    let rotate = |x, cos, sin| {
+        if heads_first {
+            B::rotary_heads_first(x, cos, sin)
+        } else {
+            B::rotary(x, cos, sin)
+        }
+    };
+    match (RotaryBackward { heads_first })
+        .prepare::<C>([x.node()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let y = rotate(x.into_primitive(), cos.clone(), sin.clone());
+            prep.finish((cos, sin), y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(rotate(x.into_primitive(), cos, sin)),
     }
 }
 
@@ -127,18 +222,15 @@ impl<B: Backend + RotaryOp, C: CheckpointStrategy> RotaryOp for Autodiff<B, C> {
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
-        match RotaryBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let y = B::rotary(x.into_primitive(), cos.clone(), sin.clone());
-                prep.finish((cos, sin), y)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::rotary(x.into_primitive(), cos, sin)),
-        }
+        tracked::<B, C>(x, cos, sin, false)
+    }
+
+    fn rotary_heads_first(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        tracked::<B, C>(x, cos, sin, true)
     }
 }
 
@@ -151,13 +243,23 @@ pub fn rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     ))
 }
 
+/// [`RotaryOp::rotary_heads_first`] on tensors: `x` `[batch, seq, heads, head_dim]` in,
+/// `[batch, heads, seq, head_dim]` out, in one autodiff node (the tables get no gradient).
+pub fn rotary_heads_first(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as RotaryOp>::rotary_heads_first(
+        x.into_dispatch(),
+        cos.clone().into_dispatch(),
+        sin.clone().into_dispatch(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Tensor};
 
     use engram_testkit::f32_values;
 
-    use super::rotary;
+    use super::{rotary, rotary_heads_first};
     use crate::rope::rotary_composed;
 
     /// Tables of the signed form: `sin`'s first half the negated second; one row shared by
@@ -200,21 +302,28 @@ mod tests {
     fn check_with(device: &Device, dtype: DType, cos: &Tensor<4>, sin: &Tensor<4>) {
         let x0 = Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), device);
         let up = Tensor::<4>::random(x0.shape(), Distribution::Normal(0.0, 1.0), device);
-        let run = |composed: bool| {
+        // 0: the composed ops, 1: the op, 2: the heads-first op (its output swapped back).
+        let run = |form: u8| {
             let x = x0.clone().cast(dtype).require_grad();
-            let y = if composed {
-                rotary_composed(x.clone(), cos, sin)
-            } else {
-                rotary(x.clone(), cos, sin)
+            let y = match form {
+                0 => rotary_composed(x.clone(), cos, sin),
+                1 => rotary(x.clone(), cos, sin),
+                _ => {
+                    let y = rotary_heads_first(x.clone(), cos, sin);
+                    assert_eq!(y.dims(), [2, 3, 5, 8]);
+                    y.swap_dims(1, 2)
+                }
             };
             let grads = (y.clone().cast(DType::F32) * up.clone()).sum().backward();
             (f32_values(y), f32_values(x.grad(&grads).unwrap()))
         };
-        let (y, g) = run(false);
-        let (y_ref, g_ref) = run(true);
+        let (y_ref, g_ref) = run(0);
         let rows = cos.dims()[0];
-        assert_eq!(y, y_ref, "{dtype:?}, {rows} table rows: forward");
-        assert_eq!(g, g_ref, "{dtype:?}, {rows} table rows: gradient");
+        for (form, name) in [(1, "op"), (2, "heads-first op")] {
+            let (y, g) = run(form);
+            assert_eq!(y, y_ref, "{dtype:?}, {rows} table rows, {name}: forward");
+            assert_eq!(g, g_ref, "{dtype:?}, {rows} table rows, {name}: gradient");
+        }
         assert!(g_ref.iter().any(|v| v.abs() > 0.1));
     }
 
@@ -228,7 +337,13 @@ mod tests {
             let (cos, sin) = tables_for(rows, &device);
             let x = Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), &device);
             let want = f32_values(rotary_composed(x.clone(), &cos, &sin));
-            assert_eq!(f32_values(rotary(x, &cos, &sin)), want, "rows {rows:?}");
+            assert_eq!(
+                f32_values(rotary(x.clone(), &cos, &sin)),
+                want,
+                "rows {rows:?}"
+            );
+            let heads_first = rotary_heads_first(x, &cos, &sin).swap_dims(1, 2);
+            assert_eq!(f32_values(heads_first), want, "rows {rows:?}, heads first");
         }
     }
 
@@ -252,7 +367,7 @@ mod tests {
     }
 
     /// On wgpu each direction is one kernel launch (the composed form is a flip and a fused
-    /// element-wise kernel).
+    /// element-wise kernel), heads first too.
     #[cfg(feature = "wgpu")]
     #[test]
     fn each_direction_is_one_launch_on_wgpu() {
@@ -273,14 +388,25 @@ mod tests {
             sin.clone().into_dispatch(),
         ));
         let round_trip = f32_values(back);
+        // Heads first: the kernel reads and writes the swapped layouts itself.
+        let y = rotary_heads_first(x.clone(), &cos, &sin);
+        assert_eq!(y.dims(), [2, 3, 5, 8]);
+        let back = Tensor::<4>::from_dispatch(<Dispatch as RotaryOp>::rotary_heads_first_inverse(
+            y.into_dispatch(),
+            cos.clone().into_dispatch(),
+            sin.clone().into_dispatch(),
+        ));
+        assert_eq!(back.dims(), [2, 5, 3, 8]);
+        let round_trip_heads_first = f32_values(back);
         // Counted by name (the lock keeps this module's other RoPE test out; other tests of the
         // binary may launch other kernels meanwhile).
         assert_eq!(
             counter.launched_named("Rope"),
-            2,
+            4,
             "{:?}",
             counter.by_kernel()
         );
+        assert_eq!(round_trip_heads_first, round_trip);
         // cos² + sin² = 1: the inverse undoes the rotation (to rounding).
         let max = round_trip
             .iter()
