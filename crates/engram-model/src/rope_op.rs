@@ -126,16 +126,7 @@ impl RotaryOp for burn::backend::Cube {
         sin: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         type C = burn::backend::Cube;
-        let (xv, cv, sv) = (
-            swap::<C>(x.clone()),
-            swap::<C>(cos.clone()),
-            swap::<C>(sin.clone()),
-        );
-        if crate::rope_kernel::supported(&xv, &cv, &sv) {
-            crate::rope_kernel::rotary(xv, cv, sv, false)
-        } else {
-            swap::<C>(forward::<C>(x, cos, sin, false))
-        }
+        cube_rotary(swap::<C>(x), swap::<C>(cos), swap::<C>(sin), false)
     }
 
     /// The kernel reads `dy` through a view in the projections' layout and writes the gradient
