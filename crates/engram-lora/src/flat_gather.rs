@@ -280,6 +280,8 @@ mod tests {
         }
         want.resize(at + 5, 0.0);
         let _ = device.sync();
+        // One launch observer at a time (CubeCL's is process-wide): counting tests take turns.
+        let _g = engram_testkit::train_lock();
         let counter = LaunchCounter::start(&device).unwrap();
         let flat = gather(inputs, &starts, want.len()).unwrap_or_else(|_| panic!("not gathered"));
         let got = f32_values(flat);

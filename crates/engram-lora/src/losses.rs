@@ -79,7 +79,7 @@ impl LossLog {
         }
         let (metas, tensors): (Vec<StepLoss>, Vec<Tensor<1>>) =
             std::mem::take(&mut self.pending).into_iter().unzip();
-        let values = read_f32(Tensor::cat(tensors, 0));
+        let values = read_f32(end_to_end(tensors));
         let mut out = Vec::with_capacity(metas.len());
         for (mut m, v) in metas.into_iter().zip(values) {
             m.loss = v as f64;
@@ -90,6 +90,25 @@ impl LossLog {
         }
         Ok(out)
     }
+}
+
+/// The 1-element `losses` end to end, `[n]`: on the GPU backends one kernel per
+/// [`crate::flat_gather::MAX_INPUTS`] losses, where Burn's `cat` launches one slice-assign per
+/// loss (at one read per logging interval, about a launch per step); `cat` elsewhere.
+fn end_to_end(losses: Vec<Tensor<1>>) -> Tensor<1> {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    {
+        let n = losses.len();
+        let plain = losses
+            .iter()
+            .map(|t| t.clone().without_autodiff().reshape([1, 1]))
+            .collect();
+        let starts: Vec<usize> = (0..n).collect();
+        if let Ok(t) = crate::flat_gather::gather(plain, &starts, n) {
+            return t;
+        }
+    }
+    Tensor::cat(losses, 0)
 }
 
 #[cfg(test)]
@@ -124,5 +143,33 @@ mod tests {
         }
         let NonFinite(s) = log.read().unwrap_err();
         assert_eq!((s.step, s.lr, s.loss), (8, 0.5, f64::INFINITY));
+    }
+
+    /// On wgpu, losses of a training device (autodiff) read in order, laid end to end by the
+    /// gather kernel (20 losses: two launches of up to 16).
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn on_wgpu_losses_are_laid_end_to_end_by_the_gather_kernel() {
+        // One launch observer at a time (CubeCL's is process-wide): counting tests take turns.
+        let _g = engram_testkit::train_lock();
+        let device = engram_model::open_device("wgpu")
+            .expect("a wgpu adapter (CI installs llvmpipe)")
+            .autodiff();
+        let want: Vec<f64> = (0..20).map(|i| i as f64 * 0.5 - 3.0).collect();
+        let mut log = LossLog::new();
+        for (i, &v) in want.iter().enumerate() {
+            let t = Tensor::<1>::from_data(TensorData::new(vec![v as f32], [1]), &device);
+            log.push(i, 1e-3, 1, t);
+        }
+        let counter = engram_model::LaunchCounter::start(&device).unwrap();
+        let read = log.read().unwrap();
+        let got: Vec<f64> = read.iter().map(|s| s.loss).collect();
+        assert_eq!(got, want);
+        // Counted by name: other tests of the binary may gather meanwhile.
+        assert!(
+            counter.launched_named("FlatGather") >= 2,
+            "{:?}",
+            counter.by_kernel()
+        );
     }
 }
