@@ -121,9 +121,17 @@ impl Llama {
             .sum()
     }
 
-    /// Number of parameters in the model, adapters included.
+    /// Number of parameters in the model, adapters included (a joined weight's values once:
+    /// its parts are views of it).
     pub fn parameter_count(&self) -> usize {
-        self.num_params()
+        let joined: usize = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.self_attn.qkv, &l.mlp.gate_up])
+            .flatten()
+            .map(|w| w.shape().num_elements())
+            .sum();
+        self.num_params() - joined
     }
 
     /// PEFT's `print_trainable_parameters` line.
@@ -141,6 +149,11 @@ impl Llama {
     /// Folds every adapter into its base weight (`W += s·A·B` in the weight's dtype) and removes
     /// the adapters.
     pub fn merge_lora(mut self) -> Self {
+        for layer in &mut self.layers {
+            // The merged weights are new tensors: joined copies of the old ones go.
+            layer.self_attn.qkv = None;
+            layer.mlp.gate_up = None;
+        }
         for layer in 0..self.layers.len() {
             for t in LoraTarget::ALL {
                 let lin = self.linear_mut(layer, t);

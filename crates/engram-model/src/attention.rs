@@ -12,14 +12,14 @@
 //! written in place ([`engram_kernels::KvBuffer`]) and a decode step attends over it with
 //! engram's kernel, where a cache of tensors would be concatenated (copied whole) every step.
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::tensor::activation::softmax;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Bool, DType, Device, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Device, Tensor, TensorData, s};
 
-use crate::attention_op::attention_core;
+use crate::attention_op::{attention_core, attention_rope, attention_rope_joined};
 use crate::kv_cache::LayerCache;
-use crate::linear::{Linear, dropout_sites, shared_adapter_input};
+use crate::linear::{Linear, dropout_sites, join, shared_adapter_input};
 use crate::rope::apply_rotary;
 use crate::rope_op::rotary_heads_first;
 
@@ -40,6 +40,11 @@ pub struct Attention {
     pub n_kv_heads: usize,
     /// Per-head width.
     pub head_dim: usize,
+    /// q, k and v's frozen weights side by side, `[hidden, (heads + 2 · kv) · head_dim]`, on the
+    /// GPU backends ([`Attention::join_projections`]): one product where three ran, each
+    /// projection's weight a view of its part. `None` elsewhere; whatever changes a
+    /// projection's weight drops it.
+    pub qkv: Option<Param<Tensor<2>>>,
 }
 
 impl Attention {
@@ -66,19 +71,11 @@ impl Attention {
         cache: Option<&mut LayerCache>,
     ) -> Tensor<3> {
         let (b, t) = (batch, x.dims()[1] / batch);
-        let (h, kv, d) = (self.n_heads, self.n_kv_heads, self.head_dim);
-        // q, k and v's adapters share one prepared input (cast, dropout mask).
-        let xa = shared_adapter_input(&[&self.q_proj, &self.k_proj, &self.v_proj], &x);
-        let q = self.q_proj.forward_prepared(x.clone(), xa.clone());
-        let k = self.k_proj.forward_prepared(x.clone(), xa.clone());
-        let v = self.v_proj.forward_prepared(x, xa);
-        let (q, k, v) = (
-            q.reshape([b, t, h, d]),
-            k.reshape([b, t, kv, d]),
-            v.reshape([b, t, kv, d]),
-        );
+        let (h, d) = (self.n_heads, self.head_dim);
         let scale = (d as f64).powf(-0.5);
-        if fused_attention(&q.device()) {
+        let projected = self.project(x, b, t);
+        if fused_attention(&projected.device()) {
+            let [q, k, v] = projected.separate();
             // RoPE on q and k as the projections lay them out ([b, t, heads, d]).
             let q = apply_rotary(q, cos, sin);
             let k = apply_rotary(k, cos, sin);
@@ -88,6 +85,110 @@ impl Attention {
             };
             return self.o_proj.forward(out);
         }
+        let out = match (cache, mask, projected) {
+            // One autodiff node from the projections to the output (their sums, RoPE, layout,
+            // the core); on the GPU backends one kernel lays out q, k and v each way, and the
+            // backward's also writes the joined product's gradient.
+            (
+                None,
+                Some(m),
+                Projected::Joined {
+                    base,
+                    deltas: Some(deltas),
+                    ..
+                },
+            ) => {
+                let ([q, k, v], delta_scale) = deltas;
+                let m = m.clone();
+                attention_rope_joined(base, q, k, v, cos, sin, m, h, scale, delta_scale)
+            }
+            (None, Some(m), p) => {
+                let [q, k, v] = p.separate();
+                attention_rope(q, k, v, cos, sin, m.clone(), h, scale)
+            }
+            (cache, mask, p) => {
+                let [q, k, v] = p.separate();
+                self.eager(q, k, v, cos, sin, mask, cache, scale)
+            }
+        };
+        let out = out
+            .reshape([b, h, t, d])
+            .swap_dims(1, 2)
+            .reshape([1, b * t, h * d]);
+        self.o_proj.forward(out)
+    }
+
+    /// q, k and v of `x: [1, b · t, hidden]`, `[b, t, heads, d]` each: by one product with the
+    /// joined weight where there is one, else by each projection.
+    fn project(&self, x: Tensor<3>, b: usize, t: usize) -> Projected {
+        let (h, kv, d) = (self.n_heads, self.n_kv_heads, self.head_dim);
+        let linears = [&self.q_proj, &self.k_proj, &self.v_proj];
+        // q, k and v's adapters share one prepared input (cast, dropout mask).
+        let xa = shared_adapter_input(&linears, &x);
+        let heads = [h, kv, kv];
+        if let Some(w) = &self.qkv {
+            let deltas = match (linears.map(|l| l.lora.as_ref()), &xa) {
+                // The adapters' products, which the joined op scales (and casts).
+                ([Some(aq), Some(ak), Some(av)], Some(xa))
+                    if ak.scaling == aq.scaling && av.scaling == aq.scaling =>
+                {
+                    Some(([aq, ak, av].map(|a| a.product(xa.clone())), aq.scaling))
+                }
+                // Each adapter's delta, scaled and cast.
+                ([Some(aq), Some(ak), Some(av)], _) => {
+                    let dtype = x.dtype();
+                    let deltas = [aq, ak, av].map(|a| match &xa {
+                        Some(xa) => a.delta_prepared(xa.clone(), dtype),
+                        None => a.delta(x.clone()),
+                    });
+                    Some((deltas, 1.0))
+                }
+                _ => None,
+            };
+            let base = burn::tensor::module::linear(x, w.val(), None);
+            let mut n = heads.iter();
+            return Projected::Joined {
+                base: base.reshape([b, t, h + 2 * kv, d]),
+                heads,
+                deltas: deltas.map(|(ds, scale)| {
+                    let ds = ds.map(|y| y.reshape([b, t, *n.next().expect("three"), d]));
+                    (ds, scale)
+                }),
+            };
+        }
+        let mut n = heads.iter();
+        Projected::Separate(linears.map(|l| {
+            l.forward_prepared(x.clone(), xa.clone())
+                .reshape([b, t, *n.next().expect("three"), d])
+        }))
+    }
+
+    /// Joins q, k and v's weights ([`Attention::qkv`]) where each projection has a plain float
+    /// weight (no bias, no quantized blocks) in one dtype; a no-op elsewhere.
+    pub fn join_projections(&mut self) {
+        let mut linears = [&mut self.q_proj, &mut self.k_proj, &mut self.v_proj];
+        if let Some(joined) = join(&mut linears) {
+            self.qkv = Some(joined);
+        }
+    }
+
+    /// Attention of q, k and v in the projections' layout (`[b, t, heads, d]`) over the cache
+    /// and the new keys, or without a mask: RoPE heads first, then the core. Returns
+    /// `[b, kv, groups · t, d]`.
+    #[allow(clippy::too_many_arguments)]
+    fn eager(
+        &self,
+        q: Tensor<4>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+        mask: Option<&Tensor<4, Bool>>,
+        cache: Option<&mut LayerCache>,
+        scale: f64,
+    ) -> Tensor<4> {
+        let [b, t, h, d] = q.dims();
+        let kv = self.n_kv_heads;
         // Heads first: RoPE writes q and k in that layout.
         let q = rotary_heads_first(q, cos, sin);
         let k = rotary_heads_first(k, cos, sin);
@@ -100,16 +201,68 @@ impl Attention {
         // (HF's repeat_kv maps head i to kv head i / groups) are stacked along the sequence
         // axis, so each kv head is read once: [b, kv, groups * t, d] x [b, kv, d, s].
         let q = q.reshape([b, kv, (h / kv) * t, d]);
-        let out = match mask {
+        match mask {
             // One autodiff node with a closed-form backward (same forward ops).
             Some(m) => attention_core(q, k, v, m.clone(), h, scale),
             None => attention_eager(q, k, v, None, h, scale),
-        };
-        let out = out
-            .reshape([b, h, t, d])
-            .swap_dims(1, 2)
-            .reshape([1, b * t, h * d]);
-        self.o_proj.forward(out)
+        }
+    }
+}
+
+/// q, k and v as the projections produced them (a value that lives for one forward, moved
+/// whole: its variants' sizes do not matter).
+#[allow(clippy::large_enum_variant)]
+enum Projected {
+    /// One product each, `[b, t, heads, d]`.
+    Separate([Tensor<4>; 3]),
+    /// One joined product, `[b, t, heads + 2 · kv, d]`, its parts' head counts (q's, k's, v's)
+    /// and (where all three have adapters) each adapter's product, `[b, t, heads, d]`, with the
+    /// scale that makes it the delta to add to its part (cast to the base's dtype).
+    Joined {
+        base: Tensor<4>,
+        heads: [usize; 3],
+        deltas: Option<([Tensor<4>; 3], f64)>,
+    },
+}
+
+impl Projected {
+    /// The device they are on.
+    fn device(&self) -> Device {
+        match self {
+            Projected::Separate([q, ..]) => q.device(),
+            Projected::Joined { base, .. } => base.device(),
+        }
+    }
+
+    /// q, k and v, `[b, t, heads, d]` each: a joined product's parts (views) plus the deltas.
+    fn separate(self) -> [Tensor<4>; 3] {
+        match self {
+            Projected::Separate(qkv) => qkv,
+            Projected::Joined {
+                base,
+                heads,
+                deltas,
+            } => {
+                let mut from = 0;
+                let dtype = base.dtype();
+                let mut deltas = deltas.map(|(d, scale)| (d.into_iter(), scale));
+                heads.map(|n| {
+                    let part = base.clone().slice(s![.., .., from..from + n]);
+                    from += n;
+                    match deltas.as_mut() {
+                        Some((d, scale)) => {
+                            let delta = d.next().expect("three deltas").mul_scalar(*scale);
+                            part + if delta.dtype() == dtype {
+                                delta
+                            } else {
+                                delta.cast(dtype)
+                            }
+                        }
+                        None => part,
+                    }
+                })
+            }
+        }
     }
 }
 

@@ -21,13 +21,16 @@
 //! scaled before its cast back (autograd scales after it: the same in f32, a rounding apart in
 //! bf16).
 
+use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::{BoolTensor, FloatTensor};
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
-use burn::tensor::{Bool, Shape, Tensor};
+use burn::tensor::{Bool, DType, Shape, Tensor};
+
+use crate::rope_op::RotaryOp;
 
 /// Query/key/value layout: `q: [b, kv, groups · t, d]`, `k`, `v: [b, kv, s, d]`, mask
 /// `[b, 1, t, s]`; `heads = kv · groups`.
@@ -96,7 +99,7 @@ fn softmax_composed<B: Backend>(x: FloatTensor<B>, dim: usize) -> FloatTensor<B>
 
 /// Masked softmax attention of grouped heads as one backend operation (see the module docs).
 #[backend_extension(Flex, Cube: cfg(any(feature = "wgpu", feature = "cuda")), Autodiff)]
-pub trait AttentionCoreOp: Backend {
+pub trait AttentionCoreOp: Backend + RotaryOp {
     /// `softmax(mask(scale · q·kᵀ)) · v` with the scores and softmax in f32, for `q`
     /// `[b, kv, groups · t, d]` (query heads sharing a key/value head stacked along the
     /// sequence), `k`, `v` `[b, kv, s, d]` and `mask` `[b, 1, t, s]` (true = masked);
@@ -111,6 +114,89 @@ pub trait AttentionCoreOp: Backend {
     ) -> FloatTensor<Self> {
         forward_parts::<Self>(q, k, v, mask, heads, scale).0
     }
+
+    /// [`AttentionCoreOp::attention_core`] of q, k and v as the projections lay them out,
+    /// `q: [b, t, heads, d]`, `k`, `v: [b, t, kv, d]`, with RoPE on q and k (`cos`/`sin`:
+    /// [`crate::rope`]'s tables, `[b or 1, t, 1, d]`):
+    /// [`RotaryOp::rotary_qkv_heads_first`], then the core. Returns `[b, kv, groups · t, d]`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_rope(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        mask: BoolTensor<Self>,
+        heads: usize,
+        scale: f64,
+    ) -> FloatTensor<Self> {
+        let (q, k, v) = heads_first::<Self>(q, k, v, cos, sin);
+        forward_parts::<Self>(q, k, v, mask, heads, scale).0
+    }
+
+    /// [`AttentionCoreOp::attention_rope`] of q, k and v given as one joined product and three
+    /// additions: `base: [b, t, heads + 2 · kv, d]` (the product with q, k and v's weights side
+    /// by side) and its parts plus `scale` times `q`, `k`, `v` (the adapters' products, in their
+    /// own dtype: [`RotaryOp::rotary_qkv_from_base_heads_first`]). The backward forms the joined
+    /// gradient (`base`'s) and the three products' in one pass.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_rope_joined(
+        base: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        mask: BoolTensor<Self>,
+        heads: usize,
+        scale: f64,
+        delta_scale: f64,
+    ) -> FloatTensor<Self> {
+        let (q, k, v) = joined_heads_first::<Self>(base, q, k, v, cos, sin, delta_scale);
+        forward_parts::<Self>(q, k, v, mask, heads, scale).0
+    }
+}
+
+/// q, k and v from the projections' layout to the core's: heads first, q and k rotated, the
+/// query heads sharing a key/value head stacked (`q: [b, kv, groups · t, d]`).
+fn heads_first<B: Backend + RotaryOp>(
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    cos: FloatTensor<B>,
+    sin: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let (b, t, kv) = (q.shape()[0], q.shape()[1], k.shape()[2]);
+    let (q, k, v) = B::rotary_qkv_heads_first(q, k, v, cos, sin);
+    (group::<B>(q, b, kv, t), k, v)
+}
+
+/// [`heads_first`] of joined projections ([`RotaryOp::rotary_qkv_from_base_heads_first`]).
+fn joined_heads_first<B: Backend + RotaryOp>(
+    base: FloatTensor<B>,
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    cos: FloatTensor<B>,
+    sin: FloatTensor<B>,
+    delta_scale: f64,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let (b, t, kv) = (q.shape()[0], q.shape()[1], k.shape()[2]);
+    let (q, k, v) = B::rotary_qkv_from_base_heads_first(base, q, k, v, cos, sin, delta_scale);
+    (group::<B>(q, b, kv, t), k, v)
+}
+
+/// Heads-first `q` (`[b, heads, t, d]`) with the query heads sharing a key/value head stacked
+/// along the sequence, `[b, kv, groups · t, d]`.
+fn group<B: Backend>(q: FloatTensor<B>, b: usize, kv: usize, t: usize) -> FloatTensor<B> {
+    let (h, d) = (q.shape()[1], q.shape()[3]);
+    B::float_reshape(q, Shape::from([b, kv, (h / kv) * t, d]))
+}
+
+/// A rank-4 shape's sizes.
+fn dims4<B: Backend>(x: &FloatTensor<B>) -> [usize; 4] {
+    let s = x.shape();
+    [s[0], s[1], s[2], s[3]]
 }
 
 impl AttentionCoreOp for burn::backend::Flex {}
@@ -136,40 +222,134 @@ impl<B: Backend> Backward<B, 3> for AttentionCoreBackward {
     type State = State<B>;
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let (q, k, v, probs, mask, heads, scale) = ops.state;
-        let [q_node, k_node, v_node] = ops.parents;
         let d_out = grads.consume::<B>(&ops.node);
-        let dims = Dims::of::<B>(&q, &k, heads);
-        let dtype = FloatDType::from(q.dtype());
-        if let Some(node) = v_node {
-            let grouped = B::float_reshape(B::float_cast(probs.clone(), dtype), dims.grouped());
-            let dv = B::float_matmul(B::float_swap_dims(grouped, 2, 3), d_out.clone());
-            grads.register::<B>(node.id, dv);
-        }
-        if q_node.is_none() && k_node.is_none() {
-            return;
-        }
-        // dP in the input dtype (the probabilities' cast), the softmax's gradient in f32.
-        let dp = B::float_matmul(d_out, B::float_swap_dims(v, 2, 3));
-        let dp = B::float_reshape(B::float_cast(dp, FloatDType::F32), dims.per_head());
-        let row = B::float_sum_dim(B::float_mul(dp.clone(), probs.clone()), 3);
-        let ds = B::float_mul(probs, B::float_sub(dp, row));
-        let ds = B::float_mask_fill(ds, mask, 0f64.into());
-        // The scores' scale, then their cast: autograd scales after the cast, in the input
-        // dtype (the same in f32); scaling first lets one kernel do both.
-        let ds = B::float_mul_scalar(ds, scale.into());
-        let ds = B::float_reshape(B::float_cast(ds, dtype), dims.grouped());
-        if let Some(node) = k_node {
-            let dk = B::float_matmul(B::float_swap_dims(ds.clone(), 2, 3), q);
-            grads.register::<B>(node.id, dk);
-        }
-        if let Some(node) = q_node {
-            grads.register::<B>(node.id, B::float_matmul(ds, k));
+        let need = ops.parents.each_ref().map(Option::is_some);
+        let parts = core_gradients::<B>(ops.state, d_out, need);
+        for (node, grad) in ops.parents.into_iter().zip(parts) {
+            if let (Some(node), Some(grad)) = (node, grad) {
+                grads.register::<B>(node.id, grad);
+            }
         }
     }
 }
 
-impl<B: Backend, C: CheckpointStrategy> AttentionCoreOp for Autodiff<B, C> {
+/// The core's gradients `[dq, dk, dv]` (in its layout: `dq: [b, kv, groups · t, d]`) from the
+/// output's, each where `need` asks for it (see the module docs for the closed form).
+fn core_gradients<B: Backend>(
+    state: State<B>,
+    d_out: FloatTensor<B>,
+    need: [bool; 3],
+) -> [Option<FloatTensor<B>>; 3] {
+    let (q, k, v, probs, mask, heads, scale) = state;
+    let dims = Dims::of::<B>(&q, &k, heads);
+    let dtype = FloatDType::from(q.dtype());
+    let dv = need[2].then(|| {
+        let grouped = B::float_reshape(B::float_cast(probs.clone(), dtype), dims.grouped());
+        B::float_matmul(B::float_swap_dims(grouped, 2, 3), d_out.clone())
+    });
+    if !need[0] && !need[1] {
+        return [None, None, dv];
+    }
+    // dP in the input dtype (the probabilities' cast), the softmax's gradient in f32.
+    let dp = B::float_matmul(d_out, B::float_swap_dims(v, 2, 3));
+    let dp = B::float_reshape(B::float_cast(dp, FloatDType::F32), dims.per_head());
+    let row = B::float_sum_dim(B::float_mul(dp.clone(), probs.clone()), 3);
+    let ds = B::float_mul(probs, B::float_sub(dp, row));
+    let ds = B::float_mask_fill(ds, mask, 0f64.into());
+    // The scores' scale, then their cast: autograd scales after the cast, in the input
+    // dtype (the same in f32); scaling first lets one kernel do both.
+    let ds = B::float_mul_scalar(ds, scale.into());
+    let ds = B::float_reshape(B::float_cast(ds, dtype), dims.grouped());
+    let dk = need[1].then(|| B::float_matmul(B::float_swap_dims(ds.clone(), 2, 3), q));
+    let dq = need[0].then(|| B::float_matmul(ds, k));
+    [dq, dk, dv]
+}
+
+/// [`AttentionCoreOp::attention_rope`]'s node: the core's backward, then the three gradients
+/// back to the projections' layout in one [`RotaryOp::rotary_qkv_heads_first_inverse`].
+#[derive(Debug)]
+struct AttentionRopeBackward;
+
+/// [`AttentionRopeBackward`]'s state: the core's, and the RoPE tables.
+type RopeState<B> = (State<B>, FloatTensor<B>, FloatTensor<B>);
+
+impl<B: Backend + RotaryOp> Backward<B, 3> for AttentionRopeBackward {
+    type State = RopeState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let d_out = grads.consume::<B>(&ops.node);
+        let ([dq, dk, dv], cos, sin) = rope_core_gradients::<B>(ops.state, d_out);
+        let (dq, dk, dv) = B::rotary_qkv_heads_first_inverse(dq, dk, dv, cos, sin);
+        register::<B, 3>(grads, ops.parents.map(|p| p.map(|n| n.id)), [dq, dk, dv]);
+    }
+}
+
+/// [`AttentionCoreOp::attention_rope_joined`]'s node: as [`AttentionRopeBackward`], the joined
+/// gradient and the products' (scaled) formed by the same pass
+/// ([`RotaryOp::rotary_qkv_heads_first_inverse_joined`]).
+#[derive(Debug)]
+struct AttentionRopeJoinedBackward {
+    /// The products' scale.
+    delta_scale: f64,
+    /// The products' dtype (their gradients are cast back to it before the scale, as through
+    /// an adapter delta's cast).
+    delta_dtype: DType,
+}
+
+impl<B: Backend + RotaryOp> Backward<B, 4> for AttentionRopeJoinedBackward {
+    type State = RopeState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 4>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let d_out = grads.consume::<B>(&ops.node);
+        let ([dq, dk, dv], cos, sin) = rope_core_gradients::<B>(ops.state, d_out);
+        let same = dq.dtype() == self.delta_dtype;
+        // In the base's dtype the op scales; else the cast back comes first.
+        let scale = if same { self.delta_scale } else { 1.0 };
+        let (dq, dk, dv, joined) =
+            B::rotary_qkv_heads_first_inverse_joined(dq, dk, dv, cos, sin, scale);
+        let product = |g: FloatTensor<B>| {
+            if same {
+                return g;
+            }
+            let g = B::float_cast(g, FloatDType::from(self.delta_dtype));
+            B::float_mul_scalar(g, self.delta_scale.into())
+        };
+        let parents = ops.parents.map(|p| p.map(|n| n.id));
+        let grads_in = [joined, product(dq), product(dk), product(dv)];
+        register::<B, 4>(grads, parents, grads_in);
+    }
+}
+
+/// The core's three gradients heads first (`dq` as `[b, heads, t, d]`) and the tables: every
+/// one is formed (the inverse takes all three at once).
+fn rope_core_gradients<B: Backend>(
+    state: RopeState<B>,
+    d_out: FloatTensor<B>,
+) -> ([FloatTensor<B>; 3], FloatTensor<B>, FloatTensor<B>) {
+    let (core, cos, sin) = state;
+    // k heads first, [b, kv, t, d] (no cache: as many keys as queries).
+    let ([b, _, t, d], heads) = (dims4::<B>(&core.1), core.5);
+    let [Some(dq), Some(dk), Some(dv)] = core_gradients::<B>(core, d_out, [true; 3]) else {
+        unreachable!("every gradient was asked for");
+    };
+    let dq = B::float_reshape(dq, Shape::from([b, heads, t, d]));
+    ([dq, dk, dv], cos, sin)
+}
+
+/// Registers each gradient with its parent node, where the parent is tracked (`Some`).
+fn register<B: Backend, const N: usize>(
+    grads: &mut Gradients,
+    parents: [Option<NodeId>; N],
+    gradients: [FloatTensor<B>; N],
+) {
+    for (node, grad) in parents.into_iter().zip(gradients) {
+        if let Some(id) = node {
+            grads.register::<B>(id, grad);
+        }
+    }
+}
+
+impl<B: AttentionCoreOp, C: CheckpointStrategy> AttentionCoreOp for Autodiff<B, C> {
     fn attention_core(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
@@ -202,6 +382,98 @@ impl<B: Backend, C: CheckpointStrategy> AttentionCoreOp for Autodiff<B, C> {
             ),
         }
     }
+
+    fn attention_rope(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        mask: BoolTensor<Self>,
+        heads: usize,
+        scale: f64,
+    ) -> FloatTensor<Self> {
+        let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
+        match AttentionRopeBackward
+            .prepare::<C>([q.node(), k.node(), v.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (q, k, v) = heads_first::<B>(
+                    q.into_primitive(),
+                    k.into_primitive(),
+                    v.into_primitive(),
+                    cos.clone(),
+                    sin.clone(),
+                );
+                let (out, probs) =
+                    forward_parts::<B>(q.clone(), k.clone(), v.clone(), mask.clone(), heads, scale);
+                prep.finish(((q, k, v, probs, mask, heads, scale), cos, sin), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::attention_rope(
+                q.into_primitive(),
+                k.into_primitive(),
+                v.into_primitive(),
+                cos,
+                sin,
+                mask,
+                heads,
+                scale,
+            )),
+        }
+    }
+
+    fn attention_rope_joined(
+        base: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        mask: BoolTensor<Self>,
+        heads: usize,
+        scale: f64,
+        delta_scale: f64,
+    ) -> FloatTensor<Self> {
+        let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
+        let node = AttentionRopeJoinedBackward {
+            delta_scale,
+            delta_dtype: q.dtype(),
+        };
+        match node
+            .prepare::<C>([base.node(), q.node(), k.node(), v.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (q, k, v) = joined_heads_first::<B>(
+                    base.into_primitive(),
+                    q.into_primitive(),
+                    k.into_primitive(),
+                    v.into_primitive(),
+                    cos.clone(),
+                    sin.clone(),
+                    delta_scale,
+                );
+                let (out, probs) =
+                    forward_parts::<B>(q.clone(), k.clone(), v.clone(), mask.clone(), heads, scale);
+                prep.finish(((q, k, v, probs, mask, heads, scale), cos, sin), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::attention_rope_joined(
+                base.into_primitive(),
+                q.into_primitive(),
+                k.into_primitive(),
+                v.into_primitive(),
+                cos,
+                sin,
+                mask,
+                heads,
+                scale,
+                delta_scale,
+            )),
+        }
+    }
 }
 
 /// [`AttentionCoreOp::attention_core`] on tensors, in one autodiff node: `q`
@@ -227,15 +499,78 @@ pub fn attention_core(
     )
 }
 
+/// [`AttentionCoreOp::attention_rope`] on tensors, in one autodiff node: `q` `[b, t, heads,
+/// d]`, `k`, `v` `[b, t, kv, d]` (the projections' layout), RoPE tables `cos`/`sin` `[b or 1,
+/// t, 1, d]` (no gradient), `mask` `[b, 1, t, t]` (true = masked); returns `[b, kv, groups · t,
+/// d]`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_rope(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    cos: &Tensor<4>,
+    sin: &Tensor<4>,
+    mask: Tensor<4, Bool>,
+    heads: usize,
+    scale: f64,
+) -> Tensor<4> {
+    Tensor::from_dispatch(
+        <burn::backend::Dispatch as AttentionCoreOp>::attention_rope(
+            q.into_dispatch(),
+            k.into_dispatch(),
+            v.into_dispatch(),
+            cos.clone().into_dispatch(),
+            sin.clone().into_dispatch(),
+            mask.into_dispatch(),
+            heads,
+            scale,
+        ),
+    )
+}
+
+/// [`AttentionCoreOp::attention_rope_joined`] on tensors, in one autodiff node: `base`
+/// `[b, t, heads + 2 · kv, d]` (q, k and v's product side by side), `q` `[b, t, heads, d]`,
+/// `k`, `v` `[b, t, kv, d]` (the adapters' products) added to its parts times `delta_scale`;
+/// otherwise as [`attention_rope`].
+#[allow(clippy::too_many_arguments)]
+pub fn attention_rope_joined(
+    base: Tensor<4>,
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    cos: &Tensor<4>,
+    sin: &Tensor<4>,
+    mask: Tensor<4, Bool>,
+    heads: usize,
+    scale: f64,
+    delta_scale: f64,
+) -> Tensor<4> {
+    Tensor::from_dispatch(
+        <burn::backend::Dispatch as AttentionCoreOp>::attention_rope_joined(
+            base.into_dispatch(),
+            q.into_dispatch(),
+            k.into_dispatch(),
+            v.into_dispatch(),
+            cos.clone().into_dispatch(),
+            sin.clone().into_dispatch(),
+            mask.into_dispatch(),
+            heads,
+            scale,
+            delta_scale,
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
-    use burn::tensor::{Bool, DType, Device, Distribution, Tensor};
+    use burn::tensor::{Bool, DType, Device, Distribution, Tensor, s};
 
     use engram_testkit::{f32_values, max_rel_diff};
 
     use super::attention_core;
     use crate::attention::attention_eager;
     use crate::mask::segment_mask;
+    use crate::rope::rotary_composed;
 
     /// A packed batch's mask: row 0 holds sequences of 3 and 2 slots, row 1 one of 4 and a
     /// padding slot.
@@ -303,6 +638,153 @@ mod tests {
             .autodiff();
         device.seed(22);
         check(&device, DType::F32, 1e-5);
+    }
+
+    /// [`super::attention_rope`] (`joined`: [`super::attention_rope_joined`], the inputs a
+    /// joined base plus scaled products) against RoPE composed of Burn ops, a heads-first view
+    /// and the eager core, differentiated op by op: 4 query heads over 2 key/value heads in the
+    /// projections' layout, per-row (packed) tables. Returns the launches of the op's forward
+    /// and backward by kernel on a GPU backend.
+    fn check_rope(device: &Device, dtype: DType, tol: f32, joined: bool) -> Vec<(String, u64)> {
+        check_rope_with(device, dtype, dtype, tol, joined)
+    }
+
+    /// [`check_rope`] with the products (q, k, v of a joined op) in `delta_dtype`, as f32
+    /// adapters on a bf16 model give them.
+    fn check_rope_with(
+        device: &Device,
+        dtype: DType,
+        delta_dtype: DType,
+        tol: f32,
+        joined: bool,
+    ) -> Vec<(String, u64)> {
+        let (b, t, kv, groups, d) = (2, 5, 2, 2, 8);
+        let h = kv * groups;
+        let (cos, sin) = crate::rope::test_tables(&[0, 3], t, d, device);
+        let normal = Distribution::Normal(0.0, 1.5);
+        let base0 = Tensor::<4>::random([b, t, h + 2 * kv, d], normal, device);
+        let q0 = Tensor::<4>::random([b, t, h, d], normal, device);
+        let k0 = Tensor::<4>::random([b, t, kv, d], normal, device);
+        let v0 = Tensor::<4>::random([b, t, kv, d], normal, device);
+        let up = Tensor::<4>::random([b, kv, groups * t, d], normal, device);
+        let m = mask(device);
+        let (scale, delta_scale) = ((d as f64).powf(-0.5), 0.75);
+        let mut launches = Vec::new();
+        let mut run = |fused: bool| {
+            let base = base0.clone().cast(dtype).require_grad();
+            let q = q0.clone().cast(delta_dtype).require_grad();
+            let k = k0.clone().cast(delta_dtype).require_grad();
+            let v = v0.clone().cast(delta_dtype).require_grad();
+            // Inputs computed before counting.
+            for t in [&base, &q, &k, &v, &up] {
+                let _ = f32_values(t.clone().sum());
+            }
+            let counter = crate::LaunchCounter::start(device);
+            let (qa, ka, va) = (q.clone(), k.clone(), v.clone());
+            let out = match (fused, joined) {
+                (true, false) => super::attention_rope(qa, ka, va, &cos, &sin, m.clone(), h, scale),
+                (true, true) => super::attention_rope_joined(
+                    base.clone(),
+                    qa,
+                    ka,
+                    va,
+                    &cos,
+                    &sin,
+                    m.clone(),
+                    h,
+                    scale,
+                    delta_scale,
+                ),
+                (false, _) => {
+                    let (qa, ka, va) = if joined {
+                        let part = |from: usize, n: usize, x: Tensor<4>| {
+                            base.clone().slice(s![.., .., from..from + n])
+                                + x.mul_scalar(delta_scale).cast(dtype)
+                        };
+                        (part(0, h, qa), part(h, kv, ka), part(h + kv, kv, va))
+                    } else {
+                        (qa, ka, va)
+                    };
+                    let q = rotary_composed(qa, &cos, &sin).swap_dims(1, 2).reshape([
+                        b,
+                        kv,
+                        groups * t,
+                        d,
+                    ]);
+                    let k = rotary_composed(ka, &cos, &sin).swap_dims(1, 2);
+                    attention_eager(q, k, va.swap_dims(1, 2), Some(m.clone()), h, scale)
+                }
+            };
+            assert_eq!(out.dtype(), dtype);
+            let grads = (out.clone().cast(DType::F32) * up.clone()).sum().backward();
+            let g = |t: &Tensor<4>| t.grad(&grads).map(f32_values).unwrap_or_default();
+            let values = (f32_values(out), [g(&q), g(&k), g(&v), g(&base)]);
+            if let (true, Some(c)) = (fused, counter) {
+                launches = c.by_kernel();
+            }
+            values
+        };
+        let (out, grads) = run(true);
+        let (out_ref, grads_ref) = run(false);
+        // The f32 forward computes what the composed ops do, in their order.
+        if dtype == DType::F32 || !joined {
+            assert_eq!(out, out_ref, "{dtype:?} forward");
+        } else {
+            let diff = max_rel_diff(&out, &out_ref);
+            assert!(diff <= tol, "{dtype:?} forward {diff}");
+        }
+        let names = ["q", "k", "v", "base"];
+        for ((name, got), want) in names.into_iter().zip(grads).zip(grads_ref) {
+            if name == "base" && !joined {
+                continue;
+            }
+            let diff = max_rel_diff(&got, &want);
+            assert!(diff <= tol, "{dtype:?}: {name} grad {diff} (tol {tol})");
+            assert!(
+                want.iter().any(|v| v.abs() > 0.1),
+                "{name}: a real gradient"
+            );
+        }
+        launches
+    }
+
+    #[test]
+    fn rope_attention_matches_autodiff_through_the_composed_ops() {
+        let device = Device::flex().autodiff();
+        device.seed(24);
+        for joined in [false, true] {
+            check_rope(&device, DType::F32, 1e-5, joined);
+            check_rope(&device, DType::BF16, 3e-2, joined);
+        }
+        // A bf16 model's joined product with f32 adapters' products.
+        check_rope_with(&device, DType::BF16, DType::F32, 3e-2, true);
+    }
+
+    /// On wgpu, one kernel lays out q, k and v each way (RoPE on q and k, and v's layout copy;
+    /// the three gradients back to the projections' layout), joined projections' sums and
+    /// gradient included.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn rope_attention_matches_on_wgpu_with_one_layout_kernel_each_way() {
+        let _g = engram_testkit::train_lock();
+        let device = crate::open_device("wgpu")
+            .expect("a wgpu adapter (CI installs llvmpipe)")
+            .autodiff();
+        device.seed(25);
+        for joined in [false, true] {
+            let launches = check_rope(&device, DType::F32, 1e-5, joined);
+            let named = |part: &str| -> u64 {
+                launches
+                    .iter()
+                    .filter(|(k, _)| k.contains(part))
+                    .map(|(_, n)| n)
+                    .sum()
+            };
+            assert_eq!(named("RopeQkv"), 2, "joined {joined}: {launches:?}");
+            // Counted by name: the lock keeps the other RoPE tests out, and other tests of
+            // the binary may launch other kernels meanwhile.
+            assert_eq!(named("Rope"), 2, "joined {joined}: {launches:?}");
+        }
     }
 
     #[test]

@@ -27,17 +27,31 @@ pub fn register(
     dtype: DType,
     run: impl Fn(Vec<CubeTensor>) -> CubeTensor + Send + Sync + 'static,
 ) -> FusionTensor<CubeRuntime> {
+    register_many(id, inputs, vec![(shape, dtype)], move |t| vec![run(t)]).remove(0)
+}
+
+/// [`register`] for a kernel with several outputs: `run` returns one tensor for each of
+/// `outputs` (`(shape, dtype)`), in order, and so does this.
+pub fn register_many(
+    id: &str,
+    inputs: Vec<FusionTensor<CubeRuntime>>,
+    outputs: Vec<(Shape, DType)>,
+    run: impl Fn(Vec<CubeTensor>) -> Vec<CubeTensor> + Send + Sync + 'static,
+) -> Vec<FusionTensor<CubeRuntime>> {
     let client = inputs
         .first()
         .expect("a custom op needs an input")
         .client
         .clone();
     let irs: Vec<TensorIr> = inputs.into_iter().map(|t| t.into_ir()).collect();
-    let out = TensorIr::uninit(client.create_empty_handle(), shape, dtype);
+    let outs: Vec<TensorIr> = outputs
+        .into_iter()
+        .map(|(shape, dtype)| TensorIr::uninit(client.create_empty_handle(), shape, dtype))
+        .collect();
     let desc = CustomOpIr {
         id: id.into(),
         inputs: irs.clone(),
-        outputs: vec![out.clone()],
+        outputs: outs.clone(),
         scalars: Vec::new(),
     };
     let op = OperationFn(
@@ -46,13 +60,15 @@ pub fn register(
                 .iter()
                 .map(|ir| untiled(handles.get_float_tensor::<CubeBackend>(ir)))
                 .collect();
-            handles.register_float_tensor::<CubeBackend>(&out.id, run(tensors));
+            let results = run(tensors);
+            assert_eq!(results.len(), outs.len(), "a kernel returns each output");
+            for (out, t) in outs.iter().zip(results) {
+                handles.register_float_tensor::<CubeBackend>(&out.id, t);
+            }
             Ok(())
         },
     );
-    client
-        .register(StreamId::current(), OperationIr::Custom(desc), op)
-        .remove(0)
+    client.register(StreamId::current(), OperationIr::Custom(desc), op)
 }
 
 /// `t` laid out as rows (a matmul may leave its output storage-tiled, which only the matmul

@@ -38,6 +38,9 @@ mod rope_kernel;
 pub mod rope_op;
 pub mod sampling;
 pub mod session;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod swiglu_kernel;
+pub mod swiglu_op;
 
 pub use answer::{
     Answer, AnswerConfig, answer_prompts, answer_questions, answers_from, question_prompt,

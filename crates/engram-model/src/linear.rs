@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use burn::module::{Module, Param};
-use burn::tensor::Tensor;
+use burn::tensor::{Tensor, s};
 use engram_kernels::QuantizedMatrix;
 
 use crate::lora::LoraAdapter;
@@ -82,6 +82,34 @@ impl Linear {
             (None, _) => y,
         }
     }
+}
+
+/// `linears`' weights side by side, `[in, Σ out]`, each linear's weight then a view of its
+/// part (a slice, which the GPU backends make a view where it falls on their memory alignment,
+/// as it does at real models' widths), so one product computes all their base outputs. Returns
+/// the joined weight where there are several, on a GPU device, each with a plain float weight
+/// (no bias, no quantized blocks) of one input width and dtype; `None`, nothing changed,
+/// elsewhere (the CPU backend keeps its per-weight paths).
+pub(crate) fn join(linears: &mut [&mut Linear]) -> Option<Param<Tensor<2>>> {
+    let first = linears.first()?.weight.val();
+    let plain = linears.iter().all(|l| {
+        l.bias.is_none()
+            && l.quantized.is_none()
+            && l.d_in() == first.dims()[0]
+            && l.weight.val().dtype() == first.dtype()
+    });
+    if linears.len() < 2 || !plain || crate::is_cpu(&first.device()) {
+        return None;
+    }
+    // Detached: on an autodiff device each is a parameter of its own (a leaf).
+    let joined = Tensor::cat(linears.iter().map(|l| l.weight.val()).collect(), 1).detach();
+    let mut from = 0;
+    for l in linears.iter_mut() {
+        let n = l.d_out();
+        l.weight = Param::from_tensor(joined.clone().slice(s![.., from..from + n]).detach());
+        from += n;
+    }
+    Some(Param::from_tensor(joined))
 }
 
 /// One prepared adapter input ([`LoraAdapter::prepare`]: cast, dropout) for all the

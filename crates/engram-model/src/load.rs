@@ -294,6 +294,7 @@ impl Llama {
                     n_heads: c.num_attention_heads,
                     n_kv_heads: c.num_key_value_heads,
                     head_dim: c.head_dim,
+                    qkv: None,
                 },
                 post_attention_layernorm: l.norm(
                     &format!("{p}.post_attention_layernorm.weight"),
@@ -304,8 +305,14 @@ impl Llama {
                     gate_proj: l.linear(&format!("{p}.mlp.gate_proj"), h, i, mb)?,
                     up_proj: l.linear(&format!("{p}.mlp.up_proj"), h, i, mb)?,
                     down_proj: l.linear(&format!("{p}.mlp.down_proj"), i, h, mb)?,
+                    gate_up: None,
                 },
             });
+        }
+        for layer in &mut layers {
+            // On the GPU backends q, k and v's weights are one (gate and up's too).
+            layer.self_attn.join_projections();
+            layer.mlp.join_projections();
         }
         let norm = l.norm("model.norm.weight", h, c.rms_norm_eps)?;
         let (lm_head, embed_quantized) = if c.tie_word_embeddings {

@@ -1,10 +1,11 @@
 //! The SwiGLU feed-forward block: `down(silu(gate(x)) * up(x))`.
 
-use burn::module::Module;
-use burn::tensor::Tensor;
+use burn::module::{Module, Param};
 use burn::tensor::activation::silu;
+use burn::tensor::{Tensor, s};
 
-use crate::linear::{Linear, dropout_sites, shared_adapter_input};
+use crate::linear::{Linear, dropout_sites, join, shared_adapter_input};
+use crate::swiglu_op::swiglu_joined;
 
 /// Llama MLP.
 #[derive(Module, Debug)]
@@ -15,6 +16,11 @@ pub struct Mlp {
     pub up_proj: Linear,
     /// `down_proj`.
     pub down_proj: Linear,
+    /// gate's and up's frozen weights side by side, `[hidden, 2 · intermediate]`, on the GPU
+    /// backends ([`Mlp::join_projections`]): one product where two ran, each projection's
+    /// weight a view of its half. `None` elsewhere; whatever changes a projection's weight
+    /// drops it.
+    pub gate_up: Option<Param<Tensor<2>>>,
 }
 
 impl Mlp {
@@ -30,10 +36,49 @@ impl Mlp {
     /// ([`crate::cpu_ops::swiglu`], the same bits).
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         // gate's and up's adapters share one prepared input (cast, dropout mask).
-        let xa = shared_adapter_input(&[&self.gate_proj, &self.up_proj], &x);
-        let g = self.gate_proj.forward_prepared(x.clone(), xa.clone());
-        let u = self.up_proj.forward_prepared(x, xa);
-        let h = crate::cpu_ops::swiglu(&g, &u).unwrap_or_else(|| silu(g) * u);
+        let linears = [&self.gate_proj, &self.up_proj];
+        let xa = shared_adapter_input(&linears, &x);
+        let Some(w) = &self.gate_up else {
+            let g = self.gate_proj.forward_prepared(x.clone(), xa.clone());
+            let u = self.up_proj.forward_prepared(x, xa);
+            let h = crate::cpu_ops::swiglu(&g, &u).unwrap_or_else(|| silu(g) * u);
+            return self.down_proj.forward(h);
+        };
+        // One product with the joined weight, and the adapters' deltas.
+        let base = burn::tensor::module::linear(x.clone(), w.val(), None);
+        match (linears.map(|l| l.lora.as_ref()), &xa) {
+            // The adapters' products, which the joined op scales (and casts): one autodiff
+            // node whose backward writes the joined gradient whole.
+            ([Some(ag), Some(au)], Some(xa)) if au.scaling == ag.scaling => {
+                let (g, u) = (ag.product(xa.clone()), au.product(xa.clone()));
+                return self
+                    .down_proj
+                    .forward(swiglu_joined(base, g, u, ag.scaling));
+            }
+            _ => {}
+        }
+        let i = self.gate_proj.d_out();
+        let mut from = 0;
+        let [g, u] = linears.map(|l| {
+            let part = base.clone().slice(s![.., .., from..from + i]);
+            from += i;
+            match &l.lora {
+                Some(a) => match &xa {
+                    Some(xa) => part + a.delta_prepared(xa.clone(), x.dtype()),
+                    None => part + a.delta(x.clone()),
+                },
+                None => part,
+            }
+        });
+        let h = silu(g) * u;
         self.down_proj.forward(h)
+    }
+
+    /// Joins gate's and up's weights ([`Mlp::gate_up`]) where each has a plain float weight
+    /// (no bias, no quantized blocks) in one dtype, on a GPU backend; a no-op elsewhere.
+    pub fn join_projections(&mut self) {
+        if let Some(joined) = join(&mut [&mut self.gate_proj, &mut self.up_proj]) {
+            self.gate_up = Some(joined);
+        }
     }
 }

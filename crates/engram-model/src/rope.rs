@@ -188,6 +188,34 @@ pub(crate) fn rotary_ops(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tens
     crate::rope_op::rotary(x, cos, sin)
 }
 
+/// Signed-form tables for tests: `[rows.len(), t, 1, d]`, row `i` for positions `rows[i]..
+/// rows[i] + t` at frequencies `0.7^i` (`sin`'s first half the negated second), or one row
+/// shared by a batch (`rows = [0]`).
+#[cfg(test)]
+pub(crate) fn test_tables(
+    rows: &[usize],
+    t: usize,
+    d: usize,
+    device: &Device,
+) -> (Tensor<4>, Tensor<4>) {
+    let mut cos = Vec::new();
+    let mut sin = Vec::new();
+    for p in rows.iter().flat_map(|&r| r..r + t) {
+        let f: Vec<f32> = (0..d / 2)
+            .map(|i| p as f32 * 0.7f32.powi(i as i32))
+            .collect();
+        for sign in [-1f32, 1.0] {
+            cos.extend(f.iter().map(|x| x.cos()));
+            sin.extend(f.iter().map(|x| sign * x.sin()));
+        }
+    }
+    let data = |v: Vec<f32>| TensorData::new(v, [rows.len(), t, 1, d]);
+    (
+        Tensor::from_data(data(cos), device),
+        Tensor::from_data(data(sin), device),
+    )
+}
+
 /// RoPE composed of Burn tensor ops, which autodiff differentiates op by op: the reference
 /// [`rotary_ops`] is tested against.
 #[cfg(test)]

@@ -11,11 +11,13 @@
 //! (with the tables' view to match) it writes q and k heads first, as attention's products read
 //! them, and given a view of a heads-first gradient it writes the gradient back in the
 //! projections' layout ([`crate::rope_op::rotary_heads_first`]) — the layout copy a view would
-//! cost the next reshape or product happens inside the kernel.
+//! cost the next reshape or product happens inside the kernel. A second kernel does q, k and v
+//! of one attention in one launch — q and k rotated, v copied into the same layout
+//! ([`crate::rope_op::RotaryOp::rotary_qkv_heads_first`]) — where three launches did.
 //!
 //! Registered with Burn's fusion stream as one opaque operation ([`crate::cube_op`]).
 
-use burn::tensor::DType;
+use burn::tensor::{DType, Shape};
 use burn_cubecl::tensor::CubeTensor;
 use burn_fusion::FusionTensor;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
@@ -40,6 +42,25 @@ fn rope_kernel(
     if pos >= len {
         terminate!();
     }
+    output[pos] = rotated(x, x, 0usize, cos, sin, pos, sign, 1.0f32, false);
+}
+
+/// Element `pos` (in row-major order of `x`'s shape, rank 4) of the rotation of `x`:
+/// `x[p] · c + σ · x[p'] · s` (see [`rope_kernel`]); with `with_base`, of `base + scale · x`
+/// ([`input`]).
+#[allow(clippy::too_many_arguments)]
+#[cube]
+fn rotated(
+    x: &Tensor<f32>,
+    base: &Tensor<f32>,
+    first_head: usize,
+    cos: &Tensor<f32>,
+    sin: &Tensor<f32>,
+    pos: usize,
+    sign: f32,
+    scale: f32,
+    #[comptime] with_base: bool,
+) -> f32 {
     let d = x.shape(3);
     let half = d / 2;
     let j = pos % d;
@@ -49,30 +70,170 @@ fn rope_kernel(
     let i1 = rest % x.shape(1);
     let i0 = rest / x.shape(1);
     let partner = if j < half { j + half } else { j - half };
-    let row = i0 * x.stride(0) + i1 * x.stride(1) + i2 * x.stride(2);
     // A table dimension of size 1 is broadcast.
     let t0 = if cos.shape(0) == 1 { 0usize } else { i0 };
     let t1 = if cos.shape(1) == 1 { 0usize } else { i1 };
     let t2 = if cos.shape(2) == 1 { 0usize } else { i2 };
     let at = t0 * cos.stride(0) + t1 * cos.stride(1) + t2 * cos.stride(2) + j * cos.stride(3);
     let st = t0 * sin.stride(0) + t1 * sin.stride(1) + t2 * sin.stride(2) + j * sin.stride(3);
-    let a = x[row + j * x.stride(3)] * cos[at];
-    let s = x[row + partner * x.stride(3)] * sin[st];
-    output[pos] = a + sign * s;
+    let here = input(x, base, first_head, i0, i1, i2, j, scale, with_base);
+    let there = input(x, base, first_head, i0, i1, i2, partner, scale, with_base);
+    let a = here * cos[at];
+    let s = there * sin[st];
+    a + sign * s
+}
+
+/// `x[i0, i1, i2, j]` read through its strides; with `with_base`, `base[i0, first_head + i1,
+/// i2, j] + scale · x[i0, i1, i2, j]` (`base` a heads-first view of the joined projections,
+/// `x` a part's delta).
+#[allow(clippy::too_many_arguments)]
+#[cube]
+fn input(
+    x: &Tensor<f32>,
+    base: &Tensor<f32>,
+    first_head: usize,
+    i0: usize,
+    i1: usize,
+    i2: usize,
+    j: usize,
+    scale: f32,
+    #[comptime] with_base: bool,
+) -> f32 {
+    let mut v = x[i0 * x.stride(0) + i1 * x.stride(1) + i2 * x.stride(2) + j * x.stride(3)];
+    if comptime![with_base] {
+        let at = i0 * base.stride(0)
+            + (first_head + i1) * base.stride(1)
+            + i2 * base.stride(2)
+            + j * base.stride(3);
+        v = base[at] + scale * v;
+    }
+    v
+}
+
+/// Element `pos` (in row-major order of `x`'s shape, rank 4) of `x`, read through its strides
+/// ([`input`]: with `with_base`, of `base + scale · x`).
+#[cube]
+fn element(
+    x: &Tensor<f32>,
+    base: &Tensor<f32>,
+    first_head: usize,
+    pos: usize,
+    scale: f32,
+    #[comptime] with_base: bool,
+) -> f32 {
+    let d = x.shape(3);
+    let j = pos % d;
+    let rest = pos / d;
+    let i2 = rest % x.shape(2);
+    let rest = rest / x.shape(2);
+    let i1 = rest % x.shape(1);
+    let i0 = rest / x.shape(1);
+    input(x, base, first_head, i0, i1, i2, j, scale, with_base)
+}
+
+/// q, k and v in one launch: `q` and `k` rotated as by [`rope_kernel`] (the same tables
+/// broadcasting to both), `v` copied, each written contiguous in its (view's) shape. Positions
+/// `[0, len_q)` are q's elements, the next `len_k` k's, the rest up to `len` v's.
+///
+/// With `with_base` (the forward of joined projections) each input is `base`'s part plus
+/// `scale` times it ([`input`]; `base` heads first, `[b, all heads, t, d]`). With
+/// `with_joined` (the backward) each output is `scale` times the element, and the element
+/// itself is also written to `joined`, `[b, t, all heads, d]` contiguous, the three side by side
+/// along the heads (the outputs' shapes are then `[b, t, heads, d]`).
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+fn rope_qkv_kernel(
+    q: &Tensor<f32>,
+    k: &Tensor<f32>,
+    v: &Tensor<f32>,
+    base: &Tensor<f32>,
+    cos: &Tensor<f32>,
+    sin: &Tensor<f32>,
+    out_q: &mut Tensor<f32>,
+    out_k: &mut Tensor<f32>,
+    out_v: &mut Tensor<f32>,
+    joined: &mut Tensor<f32>,
+    sign: f32,
+    scale: f32,
+    len_q: usize,
+    len_k: usize,
+    len: usize,
+    #[comptime] with_base: bool,
+    #[comptime] with_joined: bool,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos >= len {
+        terminate!();
+    }
+    let in_q = pos < len_q;
+    let in_k = pos >= len_q && pos < len_q + len_k;
+    // The position within the part, and the part's first head among all.
+    let p = if in_q {
+        pos
+    } else if in_k {
+        pos - len_q
+    } else {
+        pos - len_q - len_k
+    };
+    // The parts' head counts: heads lie on axis 1 of the heads-first views a base comes with,
+    // on axis 2 of the projections' layout.
+    let mut heads_q = q.shape(2);
+    let mut heads_k = k.shape(2);
+    if comptime![with_base] {
+        heads_q = q.shape(1);
+        heads_k = k.shape(1);
+    }
+    let first_head = if in_q {
+        0usize
+    } else if in_k {
+        heads_q
+    } else {
+        heads_q + heads_k
+    };
+    let value = if in_q {
+        rotated(q, base, first_head, cos, sin, p, sign, scale, with_base)
+    } else if in_k {
+        rotated(k, base, first_head, cos, sin, p, sign, scale, with_base)
+    } else {
+        element(v, base, first_head, p, scale, with_base)
+    };
+    let out = if comptime![with_joined] {
+        value * scale
+    } else {
+        value
+    };
+    if in_q {
+        out_q[p] = out;
+    } else if in_k {
+        out_k[p] = out;
+    } else {
+        out_v[p] = out;
+    }
+    if comptime![with_joined] {
+        // p indexes [b, t, heads, d] (the part's heads): its place among all the heads.
+        let d = q.shape(3);
+        let heads = joined.shape(2);
+        let j = p % d;
+        let rest = p / d;
+        let part_heads = if in_q {
+            q.shape(2)
+        } else if in_k {
+            k.shape(2)
+        } else {
+            v.shape(2)
+        };
+        let head = rest % part_heads;
+        let row = rest / part_heads;
+        joined[(row * heads + first_head + head) * d + j] = value;
+    }
 }
 
 /// The kernel over CubeCL tensors: `x` rank 4 (`[batch, seq, heads, head_dim]`, or that
 /// swapped heads first), the tables broadcasting to it, all f32 (any strides).
 fn rotate(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> CubeTensor {
-    let (client, device) = (x.client.clone(), x.device.clone());
-    let shape = x.meta.shape().clone();
-    let len = shape.num_elements();
-    let output = burn_cubecl::ops::numeric::empty_device_contiguous_dtype(
-        client.clone(),
-        device,
-        shape,
-        x.dtype,
-    );
+    let client = x.client.clone();
+    let len = x.meta.shape().num_elements();
+    let output = empty_like(&x);
     let cube_dim = CubeDim::new(&client, len);
     let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
     let sign = if inverse { -1.0f32 } else { 1.0 };
@@ -133,4 +294,147 @@ pub(crate) fn rotary(
         let [x, cos, sin]: [CubeTensor; 3] = inputs.try_into().expect("three inputs");
         rotate(x, cos, sin, inverse)
     })
+}
+
+/// A contiguous f32 tensor of `like`'s shape on its device.
+fn empty_like(like: &CubeTensor) -> CubeTensor {
+    burn_cubecl::ops::numeric::empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        like.meta.shape().clone(),
+        like.dtype,
+    )
+}
+
+/// How [`rotary_qkv`] runs [`rope_qkv_kernel`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QkvMode {
+    /// The inverse rotation (the backward).
+    pub inverse: bool,
+    /// Also write the three side by side (the backward of joined projections).
+    pub joined: bool,
+    /// The deltas' scale: with a base, the inputs are `base + scale · delta`; with `joined`,
+    /// the three outputs are `scale` times the gradient (the deltas' gradients).
+    pub scale: f32,
+}
+
+/// [`rope_qkv_kernel`] over CubeCL tensors (all f32, any strides; `[q, k, v, cos, sin]` and,
+/// sixth, the heads-first base where there is one): `[q', k', v']`, and the three joined along
+/// the heads where `mode.joined`.
+fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
+    let mut inputs = inputs.into_iter();
+    let mut next = || inputs.next().expect("five inputs");
+    let (q, k, v, cos, sin) = (next(), next(), next(), next(), next());
+    let base = inputs.next();
+    let with_base = base.is_some();
+    // Never read without a base: a placeholder binding.
+    let base = base.unwrap_or_else(|| q.clone());
+    let client = q.client.clone();
+    let (out_q, out_k, out_v) = (empty_like(&q), empty_like(&k), empty_like(&v));
+    let shape = |t: &CubeTensor| t.meta.shape().clone();
+    let (len_q, len_k) = (shape(&q).num_elements(), shape(&k).num_elements());
+    let len = len_q + len_k + shape(&v).num_elements();
+    let all = if mode.joined {
+        let mut dims = shape(&q);
+        dims[2] = shape(&q)[2] + shape(&k)[2] + shape(&v)[2];
+        dims
+    } else {
+        // Never written: a placeholder binding.
+        Shape::from([1usize])
+    };
+    let out_all = burn_cubecl::ops::numeric::empty_device_contiguous_dtype(
+        client.clone(),
+        q.device.clone(),
+        all,
+        q.dtype,
+    );
+    let cube_dim = CubeDim::new(&client, len);
+    let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
+    let sign = if mode.inverse { -1.0f32 } else { 1.0 };
+    // SAFETY: each unit reads within its input, the base (its heads cover the three parts')
+    // and the tables (indices from their shapes), and writes one element of one output, below
+    // that output's length, and with `joined` one element of `joined` (its shape holds every
+    // head of the three).
+    unsafe {
+        rope_qkv_kernel::launch_unchecked(
+            &client,
+            cube_count,
+            cube_dim,
+            q.into_tensor_arg(),
+            k.into_tensor_arg(),
+            v.into_tensor_arg(),
+            base.into_tensor_arg(),
+            cos.into_tensor_arg(),
+            sin.into_tensor_arg(),
+            out_q.clone().into_tensor_arg(),
+            out_k.clone().into_tensor_arg(),
+            out_v.clone().into_tensor_arg(),
+            out_all.clone().into_tensor_arg(),
+            sign,
+            mode.scale,
+            len_q,
+            len_k,
+            len,
+            with_base,
+            mode.joined,
+        );
+    }
+    let mut outputs = vec![out_q, out_k, out_v];
+    if mode.joined {
+        outputs.push(out_all);
+    }
+    outputs
+}
+
+/// Whether [`rotary_qkv`] takes these inputs: q and k [`supported`] with the tables, `v` f32
+/// of rank 4.
+pub(crate) fn supported_qkv(
+    q: &FusionTensor<Runtime>,
+    k: &FusionTensor<Runtime>,
+    v: &FusionTensor<Runtime>,
+    cos: &FusionTensor<Runtime>,
+    sin: &FusionTensor<Runtime>,
+) -> bool {
+    supported(q, cos, sin)
+        && supported(k, cos, sin)
+        && v.dtype == DType::F32
+        && v.shape.num_dims() == 4
+}
+
+/// RoPE (`mode.inverse`: its inverse) of `q` and `k` and a copy of `v` by one kernel,
+/// registered in the fusion stream, each output contiguous in its input's shape. With `base`
+/// (heads first, `[b, all heads, t, d]`, the three parts side by side) the inputs are its parts
+/// plus `mode.scale` times `q`, `k`, `v`; with `mode.joined` (inputs `[b, t, heads, d]`) the
+/// outputs are scaled by `mode.scale` and a fourth output holds the three, unscaled, side by
+/// side. The inputs must be [`supported_qkv`] (and `base` f32).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rotary_qkv(
+    q: FusionTensor<Runtime>,
+    k: FusionTensor<Runtime>,
+    v: FusionTensor<Runtime>,
+    base: Option<FusionTensor<Runtime>>,
+    cos: FusionTensor<Runtime>,
+    sin: FusionTensor<Runtime>,
+    mode: QkvMode,
+) -> Vec<FusionTensor<Runtime>> {
+    debug_assert!(supported_qkv(&q, &k, &v, &cos, &sin));
+    let mut outputs = vec![
+        (q.shape.clone(), q.dtype),
+        (k.shape.clone(), k.dtype),
+        (v.shape.clone(), v.dtype),
+    ];
+    if mode.joined {
+        let mut all = q.shape.clone();
+        all[2] = q.shape[2] + k.shape[2] + v.shape[2];
+        outputs.push((all, q.dtype));
+    }
+    let id = match (mode.inverse, mode.joined, base.is_some()) {
+        (false, _, false) => "engram_rope_qkv",
+        (false, _, true) => "engram_rope_qkv_from_base",
+        (true, false, _) => "engram_rope_qkv_inverse",
+        (true, true, _) => "engram_rope_qkv_inverse_joined",
+    };
+    let mut inputs = vec![q, k, v, cos, sin];
+    inputs.extend(base);
+    cube_op::register_many(id, inputs, outputs, move |inputs| rotate_qkv(inputs, mode))
 }

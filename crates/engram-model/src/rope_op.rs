@@ -18,7 +18,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
-use burn::tensor::{Shape, Tensor};
+use burn::tensor::{Shape, Slice, Tensor};
 
 /// `F(x)`: the two halves of each head's last dimension swapped (`[b, t, h, d]`).
 fn swap_halves<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
@@ -89,6 +89,127 @@ pub trait RotaryOp: Backend {
     ) -> FloatTensor<Self> {
         Self::rotary_inverse(swap::<Self>(dy), cos, sin)
     }
+
+    /// Attention's three inputs heads first, from the projections' layout `[batch, seq, heads,
+    /// head_dim]`: q and k rotated ([`RotaryOp::rotary_heads_first`]), v as it is. By default
+    /// two rotations and a view of v.
+    fn rotary_qkv_heads_first(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        (
+            Self::rotary_heads_first(q, cos.clone(), sin.clone()),
+            Self::rotary_heads_first(k, cos, sin),
+            swap::<Self>(v),
+        )
+    }
+
+    /// The backward of [`RotaryOp::rotary_qkv_heads_first`]: the gradients of q and k
+    /// ([`RotaryOp::rotary_heads_first_inverse`]) and of v, each from heads first back to the
+    /// projections' layout.
+    fn rotary_qkv_heads_first_inverse(
+        dq: FloatTensor<Self>,
+        dk: FloatTensor<Self>,
+        dv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        (
+            Self::rotary_heads_first_inverse(dq, cos.clone(), sin.clone()),
+            Self::rotary_heads_first_inverse(dk, cos, sin),
+            swap::<Self>(dv),
+        )
+    }
+
+    /// [`RotaryOp::rotary_qkv_heads_first`] of joined projections: `base` `[batch, seq,
+    /// heads_q + 2 · heads_kv, head_dim]` (q, k and v's product side by side), its parts plus
+    /// `scale` times `q`, `k`, `v` (the adapters' products, in their own dtype; scaled, then
+    /// cast to `base`'s, as an adapter's delta is).
+    #[allow(clippy::too_many_arguments)]
+    fn rotary_qkv_from_base_heads_first(
+        base: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let (q, k, v) = add_parts::<Self>(base, q, k, v, scale);
+        Self::rotary_qkv_heads_first(q, k, v, cos, sin)
+    }
+
+    /// The backward of [`RotaryOp::rotary_qkv_from_base_heads_first`] where the products are
+    /// in `base`'s dtype: the three gradients back in the projections' layout, each times
+    /// `scale` (the products'), and, fourth, unscaled and side by side along the heads
+    /// (`base`'s). By default the inverse, products and a concatenation.
+    fn rotary_qkv_heads_first_inverse_joined(
+        dq: FloatTensor<Self>,
+        dk: FloatTensor<Self>,
+        dv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        scale: f64,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        let (dq, dk, dv) = Self::rotary_qkv_heads_first_inverse(dq, dk, dv, cos, sin);
+        joined_scaled::<Self>(dq, dk, dv, scale)
+    }
+}
+
+/// `(s·dq, s·dk, s·dv, joined)`: the three gradients times `scale` and, unscaled, side by side
+/// along the heads (axis 2).
+fn joined_scaled<B: Backend>(
+    dq: FloatTensor<B>,
+    dk: FloatTensor<B>,
+    dv: FloatTensor<B>,
+    scale: f64,
+) -> (
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+) {
+    let joined = B::float_cat(vec![dq.clone(), dk.clone(), dv.clone()], 2);
+    let scaled = |g| B::float_mul_scalar(g, scale.into());
+    (scaled(dq), scaled(dk), scaled(dv), joined)
+}
+
+/// `base`'s three parts along the heads (`[b, t, heads + 2 · kv, d]`), each plus `scale` times
+/// `q`, `k`, `v` (`[b, t, heads or kv, d]`), the product cast to `base`'s dtype.
+fn add_parts<B: Backend>(
+    base: FloatTensor<B>,
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    scale: f64,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let dtype = FloatDType::from(base.dtype());
+    let (h, kv) = (q.shape()[2], k.shape()[2]);
+    let add = |from: usize, n: usize, delta: FloatTensor<B>| {
+        let slices = [
+            Slice::from(..),
+            Slice::from(..),
+            Slice::from(from..from + n),
+            Slice::from(..),
+        ];
+        let part = B::float_slice(base.clone(), &slices);
+        let delta = B::float_mul_scalar(delta, scale.into());
+        let delta = if delta.dtype() == base.dtype() {
+            delta
+        } else {
+            B::float_cast(delta, dtype)
+        };
+        B::float_add(part, delta)
+    };
+    (add(0, h, q), add(h, kv, k), add(h + kv, kv, v))
 }
 
 /// `x` with axes 1 and 2 swapped (a view).
@@ -137,6 +258,138 @@ impl RotaryOp for burn::backend::Cube {
         sin: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         cube_rotary(swap::<burn::backend::Cube>(dy), cos, sin, true)
+    }
+
+    /// One kernel reads q, k and v through heads-first views and writes all three contiguous
+    /// in that layout (q and k rotated), where the default takes three launches.
+    fn rotary_qkv_heads_first(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        type C = burn::backend::Cube;
+        let (q, k, v) = (swap::<C>(q), swap::<C>(k), swap::<C>(v));
+        cube_rotary_qkv(q, k, v, swap::<C>(cos), swap::<C>(sin), false)
+    }
+
+    /// One kernel reads the three gradients through views in the projections' layout and
+    /// writes them contiguous in it.
+    fn rotary_qkv_heads_first_inverse(
+        dq: FloatTensor<Self>,
+        dk: FloatTensor<Self>,
+        dv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        type C = burn::backend::Cube;
+        let (dq, dk, dv) = (swap::<C>(dq), swap::<C>(dk), swap::<C>(dv));
+        cube_rotary_qkv(dq, dk, dv, cos, sin, true)
+    }
+
+    /// One kernel reads the base and the products through heads-first views and writes q,
+    /// k and v heads first.
+    fn rotary_qkv_from_base_heads_first(
+        base: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        type C = burn::backend::Cube;
+        let (qs, ks, vs) = (swap::<C>(q), swap::<C>(k), swap::<C>(v));
+        let (cs, ss) = (swap::<C>(cos), swap::<C>(sin));
+        let f32_base = base.dtype == burn::tensor::DType::F32;
+        if !(f32_base && crate::rope_kernel::supported_qkv(&qs, &ks, &vs, &cs, &ss)) {
+            let (q, k, v) =
+                add_parts::<C>(base, swap::<C>(qs), swap::<C>(ks), swap::<C>(vs), scale);
+            return Self::rotary_qkv_heads_first(q, k, v, swap::<C>(cs), swap::<C>(ss));
+        }
+        let mode = crate::rope_kernel::QkvMode {
+            inverse: false,
+            joined: false,
+            scale: scale as f32,
+        };
+        let base = Some(swap::<C>(base));
+        three(crate::rope_kernel::rotary_qkv(
+            qs, ks, vs, base, cs, ss, mode,
+        ))
+    }
+
+    /// The same kernel scales the gradients and writes the joined one.
+    fn rotary_qkv_heads_first_inverse_joined(
+        dq: FloatTensor<Self>,
+        dk: FloatTensor<Self>,
+        dv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        scale: f64,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        type C = burn::backend::Cube;
+        let (dq, dk, dv) = (swap::<C>(dq), swap::<C>(dk), swap::<C>(dv));
+        if crate::rope_kernel::supported_qkv(&dq, &dk, &dv, &cos, &sin) {
+            let mode = crate::rope_kernel::QkvMode {
+                inverse: true,
+                joined: true,
+                scale: scale as f32,
+            };
+            let mut out = crate::rope_kernel::rotary_qkv(dq, dk, dv, None, cos, sin, mode);
+            let joined = out.pop().expect("four outputs");
+            let (dq, dk, dv) = three(out);
+            return (dq, dk, dv, joined);
+        }
+        let (dq, dk, dv) = cube_rotary_qkv(dq, dk, dv, cos, sin, true);
+        joined_scaled::<C>(dq, dk, dv, scale)
+    }
+}
+
+/// The three tensors of a vector of three.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn three<T>(v: Vec<T>) -> (T, T, T) {
+    let mut it = v.into_iter();
+    let mut next = || it.next().expect("three tensors");
+    (next(), next(), next())
+}
+
+/// q and k rotated (`inverse`: by −θ) and v as it is, all in their (view's) layout, on the
+/// CubeCL backends: one kernel where it takes the inputs, else [`cube_rotary`] on q and k (v
+/// left a view).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn cube_rotary_qkv(
+    q: FloatTensor<burn::backend::Cube>,
+    k: FloatTensor<burn::backend::Cube>,
+    v: FloatTensor<burn::backend::Cube>,
+    cos: FloatTensor<burn::backend::Cube>,
+    sin: FloatTensor<burn::backend::Cube>,
+    inverse: bool,
+) -> (
+    FloatTensor<burn::backend::Cube>,
+    FloatTensor<burn::backend::Cube>,
+    FloatTensor<burn::backend::Cube>,
+) {
+    if crate::rope_kernel::supported_qkv(&q, &k, &v, &cos, &sin) {
+        let mode = crate::rope_kernel::QkvMode {
+            inverse,
+            joined: false,
+            scale: 1.0,
+        };
+        three(crate::rope_kernel::rotary_qkv(
+            q, k, v, None, cos, sin, mode,
+        ))
+    } else {
+        (
+            cube_rotary(q, cos.clone(), sin.clone(), inverse),
+            cube_rotary(k, cos, sin, inverse),
+            v,
+        )
     }
 }
 
@@ -259,26 +512,10 @@ mod tests {
         tables_for(&[0], device)
     }
 
-    /// Tables with one row per position offset in `rows` (`[rows, t, 1, d]`, as packed batches
+    /// Tables with one row per position offset in `rows` (`[rows, 5, 1, 8]`, as packed batches
     /// have), or one shared row (`[0]`).
     fn tables_for(rows: &[usize], device: &Device) -> (Tensor<4>, Tensor<4>) {
-        let (t, d) = (5usize, 8usize);
-        let mut cos = Vec::new();
-        let mut sin = Vec::new();
-        for p in rows.iter().flat_map(|&r| r..r + t) {
-            let f: Vec<f32> = (0..d / 2)
-                .map(|i| p as f32 * 0.7f32.powi(i as i32))
-                .collect();
-            for sign in [-1f32, 1.0] {
-                cos.extend(f.iter().map(|x| x.cos()));
-                sin.extend(f.iter().map(|x| sign * x.sin()));
-            }
-        }
-        let data = |v: Vec<f32>| burn::tensor::TensorData::new(v, [rows.len(), t, 1, d]);
-        (
-            Tensor::from_data(data(cos), device),
-            Tensor::from_data(data(sin), device),
-        )
+        crate::rope::test_tables(rows, 5, 8, device)
     }
 
     /// The op's output and gradient against autodiff through the composed ops: the same bits,

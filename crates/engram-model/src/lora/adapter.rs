@@ -126,6 +126,18 @@ impl LoraAdapter {
     /// `s · B(A(xp))` for an input `xp` from [`LoraAdapter::prepare`] (this adapter's, or one
     /// that [prepares like](LoraAdapter::prepares_like) it), returned in `dtype`.
     pub fn delta_prepared<const D: usize>(&self, xp: Tensor<D>, dtype: DType) -> Tensor<D> {
+        let y = self.product(xp).mul_scalar(self.scaling);
+        if dtype == self.compute {
+            y
+        } else {
+            y.cast(dtype)
+        }
+    }
+
+    /// `B(A(xp))`, unscaled, in [`LoraAdapter::compute`], for an input `xp` from
+    /// [`LoraAdapter::prepare`]: [`LoraAdapter::delta_prepared`] before its scale and cast, for
+    /// ops that scale (and cast) it themselves.
+    pub fn product<const D: usize>(&self, xp: Tensor<D>) -> Tensor<D> {
         let compute = self.compute;
         let factor = |p: &Param<Tensor<2>>| {
             let t = p.val();
@@ -136,9 +148,7 @@ impl LoraAdapter {
             }
         };
         let h = burn::tensor::module::linear(xp, factor(&self.lora_a), None);
-        let y =
-            burn::tensor::module::linear(h, factor(&self.lora_b), None).mul_scalar(self.scaling);
-        if dtype == compute { y } else { y.cast(dtype) }
+        burn::tensor::module::linear(h, factor(&self.lora_b), None)
     }
 
     /// The dense delta `s · A·B`, `[in, out]` (for merging only).
