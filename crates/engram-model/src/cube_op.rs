@@ -71,6 +71,16 @@ pub fn register_many(
     client.register(StreamId::current(), OperationIr::Custom(desc), op)
 }
 
+/// A contiguous tensor of `like`'s shape and dtype on its device: a kernel's output.
+pub fn empty_like(like: &CubeTensor) -> CubeTensor {
+    burn_cubecl::ops::numeric::empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        like.meta.shape().clone(),
+        like.dtype,
+    )
+}
+
 /// `t` laid out as rows (a matmul may leave its output storage-tiled, which only the matmul
 /// reads).
 fn untiled(t: CubeTensor) -> CubeTensor {

@@ -22,7 +22,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_fusion::FusionTensor;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
 
-use crate::cube_op::{self, CubeRuntime as Runtime};
+use crate::cube_op::{self, CubeRuntime as Runtime, empty_like};
 
 /// `out[p] = x[p] · c + σ · x[p'] · s`, `p'` the same position in the other half of the head
 /// dimension (the last), `c, s` the tables' entries for `p`'s index, each table dimension of
@@ -294,16 +294,6 @@ pub(crate) fn rotary(
         let [x, cos, sin]: [CubeTensor; 3] = inputs.try_into().expect("three inputs");
         rotate(x, cos, sin, inverse)
     })
-}
-
-/// A contiguous f32 tensor of `like`'s shape on its device.
-fn empty_like(like: &CubeTensor) -> CubeTensor {
-    burn_cubecl::ops::numeric::empty_device_contiguous_dtype(
-        like.client.clone(),
-        like.device.clone(),
-        like.meta.shape().clone(),
-        like.dtype,
-    )
 }
 
 /// How [`rotary_qkv`] runs [`rope_qkv_kernel`].

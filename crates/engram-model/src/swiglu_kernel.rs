@@ -12,7 +12,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_fusion::FusionTensor;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
 
-use crate::cube_op::{self, CubeRuntime as Runtime};
+use crate::cube_op::{self, CubeRuntime as Runtime, empty_like};
 
 /// Element `(r, c)` of a rank-2 view.
 #[cube]
@@ -140,7 +140,7 @@ pub(crate) fn forward(
     let out = cube_op::register("engram_swiglu", inputs, out_shape, dtype, move |inputs| {
         let [base, g, u]: [CubeTensor; 3] = inputs.try_into().expect("three inputs");
         let client = g.client.clone();
-        let out = empty(&g);
+        let out = empty_like(&g);
         let len = g.meta.shape().num_elements();
         let cube_dim = CubeDim::new(&client, len);
         let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
@@ -196,16 +196,6 @@ pub(crate) fn backward(
     (next(&base_shape), next(&shape), next(&shape))
 }
 
-/// A contiguous tensor of `like`'s shape and dtype on its device.
-fn empty(like: &CubeTensor) -> CubeTensor {
-    burn_cubecl::ops::numeric::empty_device_contiguous_dtype(
-        like.client.clone(),
-        like.device.clone(),
-        like.meta.shape().clone(),
-        like.dtype,
-    )
-}
-
 /// [`swiglu_backward_kernel`] over rank-2 CubeCL tensors: `[d_base, dg, du]`, contiguous.
 fn launch_backward(
     base: CubeTensor,
@@ -215,7 +205,7 @@ fn launch_backward(
     scale: f32,
 ) -> Vec<CubeTensor> {
     let client = g.client.clone();
-    let (d_base, d_g, d_u) = (empty(&base), empty(&g), empty(&g));
+    let (d_base, d_g, d_u) = (empty_like(&base), empty_like(&g), empty_like(&g));
     let len = g.meta.shape().num_elements();
     let cube_dim = CubeDim::new(&client, len);
     let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
