@@ -16,6 +16,8 @@ pub mod batches;
 pub mod checkpoint;
 pub mod config;
 pub mod cross_entropy;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod cross_entropy_kernel;
 pub mod error;
 pub mod examples;
 pub mod flat;
@@ -27,6 +29,9 @@ pub mod merge;
 pub mod optimizer_state;
 pub mod pack;
 pub mod peft;
+pub mod pick_rows;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod pick_rows_kernel;
 pub mod probe;
 pub mod record;
 pub mod schedule;

@@ -2,7 +2,7 @@
 //! tokens (answer + end of turn) of the whole optimizer step, as transformers'
 //! `LlamaForCausalLM` loss with `-100` labels. Only the hidden states that predict a label go
 //! through the language-model head, which gives the same value and gradient as full logits at a
-//! fraction of the vocabulary projection. The cross-entropy itself is one autodiff node with a
+//! fraction of the vocabulary projection (picked in one autodiff node, [`crate::pick_rows`]). The cross-entropy itself is one autodiff node with a
 //! closed-form backward ([`crate::cross_entropy`]).
 //!
 //! A batch is laid out padded (one right-padded row per example) or packed (examples end to end
@@ -18,6 +18,7 @@ use engram_model::mask::{causal_mask, segment_mask};
 use crate::cross_entropy::label_nll;
 use crate::examples::TrainExample;
 use crate::pack::pack_rows;
+use crate::pick_rows::{inverse_rows, pick_rows};
 
 /// Per-slot positions and segments of a packed batch, `[rows][len]` each.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,7 +160,12 @@ pub fn batch_loss(model: &Llama, batch: &Batch, normalizer: f64) -> Tensor<1> {
     let n = batch.predict_at.len();
     let at: Tensor<1, Int> =
         Tensor::from_data(TensorData::new(batch.predict_at.clone(), [n]), &device);
-    let picked = hidden.select(0, at).reshape([1, n, h]);
+    let rows = hidden.dims()[0];
+    let inverse: Tensor<1, Int> = Tensor::from_data(
+        TensorData::new(inverse_rows(&batch.predict_at, rows), [rows]),
+        &device,
+    );
+    let picked = pick_rows(hidden, at, inverse).reshape([1, n, h]);
     let logits = model.logits(picked).reshape([n, model.config.vocab_size]);
     let targets: Tensor<2, Int> =
         Tensor::from_data(TensorData::new(batch.targets.clone(), [n, 1]), &device);
