@@ -8,8 +8,9 @@ use burn::backend::Cube;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::DType;
 use burn_cubecl::tensor::CubeTensor;
-use cubecl::ir::{ElemType, IntKind, UIntKind};
+use cubecl::ir::ElemType;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
+use engram_model::cube_op::index_type;
 
 /// For `pos < len` (row `r`, column `c` of `[n, vocab]`): `out[pos] = s · exp(logp[r, c])`,
 /// minus `s` where `c` is row `r`'s target, with `s = g[0] / normalizer` — the terms of the
@@ -36,17 +37,6 @@ fn label_nll_backward_kernel<I: Numeric>(
         d += 0.0f32 - s;
     }
     out[pos] = d;
-}
-
-/// CubeCL's element type for an integer `dtype`, `None` for others.
-pub(crate) fn index_type(dtype: DType) -> Option<ElemType> {
-    Some(match dtype {
-        DType::I64 => ElemType::Int(IntKind::I64),
-        DType::I32 => ElemType::Int(IntKind::I32),
-        DType::U64 => ElemType::UInt(UIntKind::U64),
-        DType::U32 => ElemType::UInt(UIntKind::U32),
-        _ => return None,
-    })
 }
 
 /// Whether [`backward`] takes these inputs: `log p` f32 `[n, vocab]`, integer targets `[n, 1]`

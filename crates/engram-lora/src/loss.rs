@@ -2,8 +2,9 @@
 //! tokens (answer + end of turn) of the whole optimizer step, as transformers'
 //! `LlamaForCausalLM` loss with `-100` labels. Only the hidden states that predict a label go
 //! through the language-model head, which gives the same value and gradient as full logits at a
-//! fraction of the vocabulary projection (picked in one autodiff node, [`crate::pick_rows`]). The cross-entropy itself is one autodiff node with a
-//! closed-form backward ([`crate::cross_entropy`]).
+//! fraction of the vocabulary projection (picked in one autodiff node, [`crate::pick_rows`]).
+//! The cross-entropy itself is one autodiff node with a closed-form backward
+//! ([`crate::cross_entropy`]).
 //!
 //! A batch is laid out padded (one right-padded row per example) or packed (examples end to end
 //! in rows of a fixed length, [`crate::pack`]); a packed row carries each slot's position and

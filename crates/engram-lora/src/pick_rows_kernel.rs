@@ -9,8 +9,7 @@ use burn::tensor::{DType, Shape};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::ir::ElemType;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
-
-use crate::cross_entropy_kernel::index_type;
+use engram_model::cube_op::index_type;
 
 /// For `pos < len` (row `r`, column `c` of `[rows, h]`): `out[pos] = g[inverse[r], c]`, or zero
 /// where `inverse[r]` is past `g`'s rows (`r` not picked).

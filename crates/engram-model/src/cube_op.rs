@@ -81,6 +81,19 @@ pub fn empty_like(like: &CubeTensor) -> CubeTensor {
     )
 }
 
+/// CubeCL's element type for an integer `dtype` (a kernel's index tensor, `#[define]`d at
+/// launch), `None` for others.
+pub fn index_type(dtype: DType) -> Option<cubecl::ir::ElemType> {
+    use cubecl::ir::{ElemType, IntKind, UIntKind};
+    Some(match dtype {
+        DType::I64 => ElemType::Int(IntKind::I64),
+        DType::I32 => ElemType::Int(IntKind::I32),
+        DType::U64 => ElemType::UInt(UIntKind::U64),
+        DType::U32 => ElemType::UInt(UIntKind::U32),
+        _ => return None,
+    })
+}
+
 /// `t` laid out as rows (a matmul may leave its output storage-tiled, which only the matmul
 /// reads).
 fn untiled(t: CubeTensor) -> CubeTensor {
