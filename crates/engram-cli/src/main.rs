@@ -3,6 +3,7 @@
 //! A thin command line over the library crates; each subcommand lives in `commands/`.
 
 mod commands;
+mod compile_line;
 mod judge_arg;
 mod loaded;
 mod progress;
@@ -66,7 +67,16 @@ fn main() {
     let _ = rayon::ThreadPoolBuilder::new()
         .stack_size(WORKER_STACK_BYTES)
         .build_global();
+    started();
+    compile_line::watch();
     let result = rayon::scope(|_| dispatch(cli.command));
+    // Where a GPU backend ran: what it compiled, and any kernel-cache warning not yet shown.
+    if let Some(line) = compile_line::summary_line() {
+        eprintln!("{line}");
+    }
+    for w in engram_model::kernel_cache::take_warnings() {
+        eprintln!("warning: {w}");
+    }
     if let Err(e) = result {
         if let Some(signals::ExitStatus(code)) = e.downcast_ref() {
             std::process::exit(*code);
@@ -74,6 +84,12 @@ fn main() {
         eprintln!("error: {}", engram_io::error_text(e.as_ref()));
         std::process::exit(1);
     }
+}
+
+/// When the process started (first called from `main`): benches time their first step from it.
+pub fn started() -> std::time::Instant {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *START.get_or_init(std::time::Instant::now)
 }
 
 /// Runs one subcommand.

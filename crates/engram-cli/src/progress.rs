@@ -9,6 +9,13 @@ use std::time::Duration;
 use engram_io::Progress;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+/// The terminal's one group of bars: every reporter's, and the live compile line's
+/// ([`crate::compile_line`]), so that they draw together instead of over each other.
+pub fn terminal() -> &'static MultiProgress {
+    static GROUP: std::sync::OnceLock<MultiProgress> = std::sync::OnceLock::new();
+    GROUP.get_or_init(MultiProgress::new)
+}
+
 /// A reporter that draws indicatif bars.
 pub struct Bars {
     group: MultiProgress,
@@ -20,7 +27,7 @@ impl Bars {
     /// nohup, CI: notes only, as plain lines).
     pub fn new(draw: bool) -> Self {
         let group = if draw && std::io::stderr().is_terminal() {
-            MultiProgress::new()
+            terminal().clone()
         } else {
             MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
         };

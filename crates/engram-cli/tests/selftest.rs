@@ -18,8 +18,13 @@ fn engram() -> Command {
 
 /// Runs `engram selftest --backend B` and returns its JSON report.
 fn selftest(backend: &str) -> serde_json::Value {
+    selftest_with(backend, engram())
+}
+
+/// [`selftest`] with the command `engram` (its environment set).
+fn selftest_with(backend: &str, mut engram: Command) -> serde_json::Value {
     let json = tempfile::NamedTempFile::new().unwrap();
-    let out = engram()
+    let out = engram
         .args(["selftest", "--backend", backend, "--json"])
         .arg(json.path())
         .output()
@@ -91,7 +96,34 @@ fn selftest_passes_on_the_cpu_and_names_bad_input() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn selftest_passes_on_wgpu() {
-    let r = selftest("wgpu");
+    // A kernel cache of its own: the first run autotunes (and so compiles every candidate it
+    // benchmarks), the second, identical process reads the decisions from the cache and
+    // compiles only the kernels it runs (WGSL is compiled by the driver in every process).
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = || {
+        let mut c = engram();
+        c.env("ENGRAM_KERNEL_CACHE", cache.path());
+        c
+    };
+    let cold = selftest_with("wgpu", with_cache());
+    let count = |r: &serde_json::Value, k: &str| r["kernels"][k].as_u64().unwrap();
+    assert!(count(&cold, "kernels_compiled") > 0, "{}", cold["kernels"]);
+    assert!(
+        count(&cold, "autotune_decisions") > 0,
+        "{}",
+        cold["kernels"]
+    );
+    let r = selftest_with("wgpu", with_cache());
+    assert_eq!(count(&r, "autotune_decisions"), 0, "{}", r["kernels"]);
+    assert!(count(&r, "kernels_compiled") < count(&cold, "kernels_compiled"));
+    eprintln!(
+        "wgpu selftest: {} kernels compiled and {} autotune decisions cold, {} and 0 warm; {} s → {} s",
+        count(&cold, "kernels_compiled"),
+        count(&cold, "autotune_decisions"),
+        count(&r, "kernels_compiled"),
+        cold["seconds"],
+        r["seconds"]
+    );
     for check in ["logits tiny-f32", "logits tiny-bf16-tied"] {
         assert!(value(&r, check) <= 1e-4, "{check}");
     }

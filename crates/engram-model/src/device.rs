@@ -22,7 +22,8 @@ pub fn available_backends() -> Vec<&'static str> {
 
 /// A device from a backend name: `cpu` (Burn's flex backend), `wgpu` (default adapter; set
 /// `CUBECL_WGPU_DEFAULT_DEVICE` to pick one), `cuda` / `cuda:N`, or `auto` (the first compiled in:
-/// cuda, wgpu, cpu).
+/// cuda, wgpu, cpu). A GPU backend's first device sets up the kernel cache
+/// ([`crate::kernel_cache::configure`]).
 pub fn device_from_name(name: &str) -> Result<Device> {
     let unknown = |why: &str| ModelError::UnknownBackend {
         name: name.to_string(),
@@ -42,6 +43,12 @@ pub fn device_from_name(name: &str) -> Result<Device> {
         ),
         None => (lower.clone(), None),
     };
+    if matches!(kind.as_str(), "wgpu" | "vulkan" | "cuda")
+        || (kind == "auto" && available_backends()[0] != "cpu")
+    {
+        // CubeCL's kernel cache and compile counting, set before its first device exists.
+        crate::kernel_cache::configure();
+    }
     match kind.as_str() {
         "auto" => device_from_name(available_backends()[0]),
         "cpu" | "flex" => Ok(Device::flex()),

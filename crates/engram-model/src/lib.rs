@@ -21,6 +21,7 @@ pub mod cube_op;
 pub mod device;
 pub mod error;
 pub mod generate;
+pub mod kernel_cache;
 pub mod kv_cache;
 pub mod launches;
 mod length_cache;

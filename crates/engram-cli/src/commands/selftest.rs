@@ -226,6 +226,25 @@ fn failed(name: &str, e: anyhow::Error, seconds: f64) -> Check {
     }
 }
 
+/// Says that a check starts (a first run on a GPU compiles its kernels for a while).
+fn starting(name: &str) {
+    use std::io::Write;
+    println!("....  {name}");
+    let _ = std::io::stdout().flush();
+}
+
+/// Says how a check ended, as soon as it has.
+fn ended(c: Check) -> Check {
+    println!(
+        "{}  {:<22} {}  ({:.1} s)",
+        if c.passed { "PASS" } else { "FAIL" },
+        c.name,
+        c.figure,
+        c.seconds
+    );
+    c
+}
+
 /// Runs `engram selftest`.
 pub fn run(a: SelftestArgs) -> Result<()> {
     let t0 = Instant::now();
@@ -239,7 +258,8 @@ pub fn run(a: SelftestArgs) -> Result<()> {
     let mut checks = Vec::new();
     for fixture in ["tiny-f32", "tiny-bf16-tied"] {
         let label = format!("logits {fixture}");
-        checks.push(
+        starting(&label);
+        checks.push(ended(
             match timed(|| logits_check(&a.fixtures, fixture, &device)) {
                 (Ok((worst, same)), s) => Check {
                     name: label,
@@ -253,19 +273,23 @@ pub fn run(a: SelftestArgs) -> Result<()> {
                 },
                 (Err(e), s) => failed(&label, e, s),
             },
-        );
+        ));
     }
-    checks.push(match timed(|| batching_check(&a.fixtures, &device)) {
-        (Ok(differ), s) => Check {
-            name: "batched generation".into(),
-            passed: differ == 0,
-            figure: format!("{differ} of 3 padded rows differ from one-by-one generation"),
-            value: differ as f64,
-            seconds: s,
+    starting("batched generation");
+    checks.push(ended(
+        match timed(|| batching_check(&a.fixtures, &device)) {
+            (Ok(differ), s) => Check {
+                name: "batched generation".into(),
+                passed: differ == 0,
+                figure: format!("{differ} of 3 padded rows differ from one-by-one generation"),
+                value: differ as f64,
+                seconds: s,
+            },
+            (Err(e), s) => failed("batched generation", e, s),
         },
-        (Err(e), s) => failed("batched generation", e, s),
-    });
-    checks.push(match timed(|| lora_step_check(&a.fixtures, &device)) {
+    ));
+    starting("LoRA step vs CPU");
+    checks.push(ended(match timed(|| lora_step_check(&a.fixtures, &device)) {
         (Ok((d, loss)), s) => Check {
             name: "LoRA step vs CPU".into(),
             passed: d.within_loss(loss, STEP_TOL),
@@ -277,8 +301,9 @@ pub fn run(a: SelftestArgs) -> Result<()> {
             seconds: s,
         },
         (Err(e), s) => failed("LoRA step vs CPU", e, s),
-    });
-    checks.push(match timed(|| update_check(&a.fixtures, &device)) {
+    }));
+    starting("AdamW steps vs CPU");
+    checks.push(ended(match timed(|| update_check(&a.fixtures, &device)) {
         (Ok((d, moved)), s) => Check {
             name: "AdamW steps vs CPU".into(),
             // AdamW moves an element by about lr a step: a check of factors that did not move
@@ -292,17 +317,8 @@ pub fn run(a: SelftestArgs) -> Result<()> {
             seconds: s,
         },
         (Err(e), s) => failed("AdamW steps vs CPU", e, s),
-    });
+    }));
     let (mem_text, mem_bytes) = memory(&device);
-    for c in &checks {
-        println!(
-            "{}  {:<22} {}  ({:.1} s)",
-            if c.passed { "PASS" } else { "FAIL" },
-            c.name,
-            c.figure,
-            c.seconds
-        );
-    }
     println!("memory: {mem_text}");
     let bad: Vec<&str> = checks
         .iter()
@@ -320,12 +336,14 @@ pub fn run(a: SelftestArgs) -> Result<()> {
             "backend": a.backend,
             "device": name,
             "passed": bad.is_empty(),
+            "seconds": t0.elapsed().as_secs_f64(),
             "checks": checks.iter().map(|c| json!({
                 "name": c.name, "passed": c.passed, "figure": c.figure,
                 "value": if c.value.is_finite() { json!(c.value) } else { json!(null) },
                 "seconds": c.seconds,
             })).collect::<Vec<_>>(),
             "memory_bytes": if mem_bytes.is_finite() { json!(mem_bytes) } else { json!(null) },
+            "kernels": engram_model::kernel_cache::state().map(|_| engram_model::kernel_cache::summary()),
         });
         engram_io::write_file(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
     }

@@ -28,6 +28,7 @@ use engram_lora::TrainConfig;
 use engram_lora::examples::TrainExample;
 use engram_lora::losses::{LossLog, NonFinite, host_reads};
 use engram_lora::step::{gradients, optimizer};
+use engram_model::kernel_cache;
 use engram_model::{
     GenerationConfig, LaunchCounter, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling,
     WeightDType, device_memory, device_name, generate, open_device,
@@ -224,6 +225,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             rows.push(json!({"rank": rank, "skipped": format!("needs about {}, the device has {}", human_bytes(need), human_bytes(cap as f64))}));
             continue;
         }
+        let compiled0 = kernel_cache::activity();
+        let rank_start = Instant::now();
         let train_device = device.clone().autodiff();
         let mut model = Llama::random(cfg.clone(), spec.dtype, &train_device, 0)?
             .with_lora(&LoraConfig::new(rank))?
@@ -231,8 +234,10 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         let mut optim = optimizer(&train_cfg);
         let mut high = reserved(&device);
         let mut log = LossLog::new();
+        let built = rank_start.elapsed().as_secs_f64();
         let mut t0 = Instant::now();
         let (mut launches, mut reads0) = (None, host_reads());
+        let mut first_step = None;
         for step in 0..spec.warmup + spec.steps {
             if step == spec.warmup {
                 read_losses(&mut log, rank, spec.dtype)?;
@@ -244,6 +249,16 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             let g = gradients(&model, &examples, &group, (0, None), step, &train_cfg);
             log.push(step, 1e-4, g.labels, g.loss);
             model = optim.step(1e-4, model, g.grads);
+            if step == 0 {
+                // The cold start: the first optimizer step done, its kernels compiled.
+                read_losses(&mut log, rank, spec.dtype)?;
+                let _ = device.sync();
+                first_step = Some(FirstStep {
+                    after_build_s: rank_start.elapsed().as_secs_f64() - built,
+                    after_process_start_s: crate::started().elapsed().as_secs_f64(),
+                    compiled: kernel_cache::activity().compiled - compiled0.compiled,
+                });
+            }
             if log.pending() >= train_cfg.read_interval() {
                 read_losses(&mut log, rank, spec.dtype)?;
             }
@@ -289,6 +304,15 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             launches.map_or("-".into(), |l| format!("{l:.1}")),
             reads
         );
+        let compiled = kernel_cache::activity();
+        let kernels_compiled = compiled.compiled - compiled0.compiled;
+        let autotuned = compiled.autotuned - compiled0.autotuned;
+        if let Some(f) = &first_step {
+            println!(
+                "       model built in {built:.1} s; first step done {:.1} s later ({:.1} s after the process started, {} kernels compiled for it); {kernels_compiled} kernels compiled and {autotuned} autotune decisions for this rank",
+                f.after_build_s, f.after_process_start_s, f.compiled
+            );
+        }
         if !by_kernel.is_empty() {
             println!("       launches/step by kernel: {}", top(&by_kernel, 6));
         }
@@ -312,6 +336,12 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
             })).collect::<Vec<_>>(),
             "kernel_launches_per_step_by_kernel": kernels_json(&by_kernel),
             "host_reads_per_step": reads,
+            "model_built_s": built,
+            "first_step_s": first_step.as_ref().map(|f| f.after_build_s),
+            "first_step_after_process_start_s": first_step.as_ref().map(|f| f.after_process_start_s),
+            "kernels_compiled_first_step": first_step.as_ref().map(|f| f.compiled),
+            "kernels_compiled": kernels_compiled,
+            "autotune_decisions": autotuned,
         }));
         drop(model);
         drop(optim);
@@ -329,7 +359,18 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         "adapter_compute": format!("{:?}", spec.adapter_compute).to_lowercase(),
         "batch": spec.batch, "seq_len": spec.seq, "label_len": spec.labels, "steps": spec.steps,
         "peak_tflops": peak, "rows": rows,
+        "kernels": kernel_cache::state().map(|_| kernel_cache::summary()),
     }))
+}
+
+/// The cold start of one rank's run: its first optimizer step.
+struct FirstStep {
+    /// Seconds from the model built to the first step's loss read.
+    after_build_s: f64,
+    /// Seconds from the process's start to the same point.
+    after_process_start_s: f64,
+    /// Kernels compiled for it.
+    compiled: u64,
 }
 
 /// The `n` most launched kernels of `tally` (most launched first), as `Name count, …`.

@@ -1,0 +1,123 @@
+//! The GPU kernel cache as a user meets it, on wgpu (Mesa's llvmpipe without a GPU, which
+//! compiles kernels as a GPU driver does): processes that share a cache directory at once both
+//! finish, the next identical process makes no autotune decision (and so compiles none of the
+//! candidates an autotune benchmarks; on WGSL the driver still compiles the kernels it runs —
+//! CUDA's PTX and Vulkan's SPIR-V are kept too), and a cache directory that cannot be written or
+//! a database that is not one costs a warning, never the run.
+
+#![cfg(feature = "wgpu")]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::engram;
+
+/// `engram generate` on the tiny fixture on wgpu, with the kernel cache in `cache`.
+fn generate(cache: &Path) -> Command {
+    let mut c = engram();
+    c.current_dir(engram_testkit::repo())
+        .env("ENGRAM_KERNEL_CACHE", cache)
+        .args([
+            "generate",
+            "--model",
+            "tests/fixtures/tiny-f32",
+            "-p",
+            "hello",
+            "--max-new-tokens",
+            "3",
+            "--backend",
+            "wgpu",
+        ]);
+    c
+}
+
+/// The kernels compiled and autotune decisions made, as the run's summary line says; asserts
+/// that it succeeded.
+fn counts(out: &Output) -> (u64, u64) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("GPU kernels: "))
+        .unwrap_or_else(|| panic!("no summary line in: {err}"));
+    let number_before = |word: &str| -> u64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words
+            .iter()
+            .position(|w| w.starts_with(word))
+            .unwrap_or_else(|| panic!("no `{word}` in {line}"));
+        words[at - 1]
+            .parse()
+            .unwrap_or_else(|_| panic!("no count before `{word}` in {line}"))
+    };
+    (number_before("compiled"), number_before("autotune"))
+}
+
+#[test]
+fn kernels_are_compiled_once_by_processes_that_share_a_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("kernels");
+    // Two processes at once on an empty cache: both compile, both finish.
+    let a = generate(&cache).spawn_output();
+    let b = generate(&cache).output().unwrap();
+    let a = a.wait_with_output().unwrap();
+    let ((ca, ta), (cb, tb)) = (counts(&a), counts(&b));
+    assert!(ca > 0 && cb > 0, "cold runs compiled {ca} and {cb}");
+    assert!(ta > 0 && tb > 0, "cold runs autotuned {ta} and {tb}");
+    let said = String::from_utf8_lossy(&b.stderr);
+    assert!(
+        said.contains(&format!("(cache {}", cache.display())),
+        "{said}"
+    );
+    // The next identical process autotunes nothing, so it compiles fewer kernels (on WGSL the
+    // kernels it runs are compiled again).
+    let warm = generate(&cache).output().unwrap();
+    let (cw, tw) = counts(&warm);
+    assert_eq!(tw, 0, "{}", String::from_utf8_lossy(&warm.stderr));
+    assert!(cw < ca.min(cb), "warm {cw} vs cold {ca}, {cb}");
+    assert_eq!(
+        a.stdout, warm.stdout,
+        "the cached decisions compute the same tokens"
+    );
+
+    // A database file that is not one: moved aside with a warning, the run compiles anew.
+    let db = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "db"))
+        .expect("the cache's database");
+    std::fs::write(&db, b"not a database: cut short by a full disk").unwrap();
+    let out = generate(&cache).output().unwrap();
+    assert!(counts(&out).1 > 0, "the decisions were made anew");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("was not a database"), "{said}");
+    assert_eq!(said.matches("was not a database").count(), 1, "{said}");
+    assert_eq!(out.stdout, warm.stdout);
+    assert_eq!(counts(&generate(&cache).output().unwrap()).1, 0);
+
+    // A cache that cannot be created: one warning, the run goes on without it.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let out = generate(&file.join("kernels")).output().unwrap();
+    assert!(counts(&out).0 > 0);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said.matches("cannot be created").count(), 1, "{said}");
+    assert!(said.contains("no kernel cache"), "{said}");
+    assert_eq!(out.stdout, warm.stdout);
+}
+
+/// `Command::spawn` with its output captured, for a process that runs beside another.
+trait SpawnOutput {
+    fn spawn_output(&mut self) -> std::process::Child;
+}
+
+impl SpawnOutput for Command {
+    fn spawn_output(&mut self) -> std::process::Child {
+        self.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}

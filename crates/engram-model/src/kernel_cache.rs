@@ -1,0 +1,525 @@
+//! GPU kernels compiled once, ever — and the compile work a process still does, counted.
+//!
+//! CubeCL, the compiler under Burn's cuda and wgpu backends, compiles every kernel on the host
+//! the first time a process launches it (on an H200: 3 to 5 kernels a second, the GPU idle),
+//! and can keep what it compiled — PTX on CUDA, SPIR-V on Vulkan (the `vulkan` feature) — and
+//! its autotune decisions in one database, an "environment". [`configure`] turns both on in a
+//! directory engram owns, before the first GPU device opens; [`activity`] and [`summary`] count
+//! what is still compiled. On wgpu's default WGSL path the driver compiles every shader in
+//! every process, so there the cache keeps the autotune decisions (a later process compiles no
+//! autotune candidates) but not the kernels.
+//!
+//! - **Where**: `$ENGRAM_KERNEL_CACHE` (a directory, or `off`), else `kernels/` in engram's cache
+//!   (`$ENGRAM_CACHE`, `$XDG_CACHE_HOME/engram`, `~/.cache/engram`).
+//! - **Keys**: CubeCL keys a compiled kernel by the kernel (its type, compile-time arguments and
+//!   launch settings), by the running binary's build id (another engram build never reuses an
+//!   entry) and by the device kind (CUDA: the `sm` architecture, the compiler and the PTX
+//!   version, which follows the driver; Vulkan: the adapter's vendor and device ids); autotune
+//!   results by their key and the device's fingerprint. engram names the database after its own
+//!   version as well.
+//! - **Sharing**: one SQLite database a directory, shared by the processes of one node (a writer
+//!   waits up to 5 s for another's lock; a write that still fails costs one recompile in a later
+//!   run). On a network file system (NFS, Lustre, GPFS, BeeGFS, CIFS), whose file locks cannot be
+//!   trusted across hosts, each host gets a database of its own in the shared directory.
+//! - **Failure** never fails a run: a directory that cannot be created or written, or a database
+//!   file that is not a database (moved aside, so the next run starts a fresh one), is reported
+//!   once through [`take_warnings`] and the run compiles without the cache.
+//!
+//! Only the CubeCL backends compile kernels; on the CPU backend, or in a build without a GPU
+//! backend, [`configure`] does nothing and the counts stay zero.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The variable that moves the kernel cache (a directory) or turns it off (`off`).
+pub const CACHE_ENV: &str = "ENGRAM_KERNEL_CACHE";
+
+/// The first bytes of every SQLite database file (CubeCL's store is SQLite-compatible).
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Sessions (processes that changed the cache) whose compile records the database keeps.
+const KEEP_SESSIONS: u32 = 32;
+
+/// Where the kernel cache is to live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheSetting {
+    /// In this directory.
+    Dir(PathBuf),
+    /// Nowhere: every process compiles what it launches.
+    Off,
+}
+
+impl CacheSetting {
+    /// `$ENGRAM_KERNEL_CACHE` (`off`, `0`, `false` or `none` turn it off), else [`default_dir`].
+    pub fn from_env() -> Self {
+        Self::from_value(std::env::var_os(CACHE_ENV))
+    }
+
+    /// The setting a value of `$ENGRAM_KERNEL_CACHE` asks for (`None`: unset).
+    pub fn from_value(value: Option<std::ffi::OsString>) -> Self {
+        match value {
+            Some(v) if ["off", "0", "false", "none"].contains(&v.to_string_lossy().as_ref()) => {
+                Self::Off
+            }
+            Some(v) if !v.is_empty() => Self::Dir(PathBuf::from(v)),
+            _ => Self::Dir(default_dir()),
+        }
+    }
+}
+
+/// The kernel cache's default directory: `kernels/` in engram's cache.
+pub fn default_dir() -> PathBuf {
+    engram_checkpoint::model_store::cache_root().join("kernels")
+}
+
+/// What [`configure`] set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheState {
+    /// The database compiled kernels and autotune results go to; `None` without a cache.
+    pub database: Option<PathBuf>,
+    /// Whether engram's settings took effect: `false` when CubeCL's configuration had already
+    /// been read (something used a GPU backend before [`configure`]), or without a GPU backend.
+    pub applied: bool,
+}
+
+static STATE: OnceLock<CacheState> = OnceLock::new();
+
+/// Configures CubeCL's caches and compile counting once per process, from
+/// [`CacheSetting::from_env`]; later calls return the first call's state. Call it before the
+/// first GPU device opens ([`crate::device_from_name`] does).
+pub fn configure() -> &'static CacheState {
+    STATE.get_or_init(|| apply(&CacheSetting::from_env()))
+}
+
+/// The state [`configure`] set up, if it ran.
+pub fn state() -> Option<&'static CacheState> {
+    STATE.get()
+}
+
+/// Where `setting` puts the database, after checking that the directory can be written
+/// (and moving aside a file that is not a database): `Err` says why there is no cache.
+fn prepare(setting: &CacheSetting) -> Result<Option<(PathBuf, String)>, String> {
+    let CacheSetting::Dir(dir) = setting else {
+        return Ok(None);
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("kernel cache {} cannot be created ({e})", dir.display()))?;
+    let probe = dir.join(format!(".write-test-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .map_err(|e| format!("kernel cache {} is not writable ({e})", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    let name = environment_name(dir);
+    let database = dir.join(format!("{name}.db"));
+    if let Some(why) = not_a_database(&database) {
+        let aside = dir.join(format!(
+            "{name}.db.corrupt-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        ));
+        std::fs::rename(&database, &aside).map_err(|e| {
+            format!(
+                "kernel cache {} is not a database ({why}) and cannot be moved aside ({e})",
+                database.display()
+            )
+        })?;
+        warn(format!(
+            "kernel cache {} was not a database ({why}): moved to {}; kernels are compiled anew",
+            database.display(),
+            aside.display()
+        ));
+        for suffix in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(dir.join(format!("{name}.db{suffix}")));
+        }
+    }
+    Ok(Some((dir.clone(), name)))
+}
+
+/// Why `database` is not an SQLite database, if it exists and is not one.
+fn not_a_database(database: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(database).ok()?;
+    let mut head = [0u8; 16];
+    match file.read(&mut head) {
+        Ok(0) => None,
+        Ok(n) if n == 16 && &head == SQLITE_MAGIC => None,
+        Ok(_) => Some("no SQLite header".into()),
+        Err(e) => Some(format!("unreadable: {e}")),
+    }
+}
+
+/// The database's name: engram's version, and the host's name where `dir` is on a network file
+/// system (one database a host there).
+fn environment_name(dir: &Path) -> String {
+    let base = format!("engram-{}", env!("CARGO_PKG_VERSION"));
+    match network_fs(dir) {
+        Some(_) => format!("{base}-{}", host_name()),
+        None => base,
+    }
+}
+
+/// The network file system `dir` is on, by name, if it is on one (Linux's `statfs` magic).
+#[cfg(target_os = "linux")]
+pub fn network_fs(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a valid NUL-terminated string and `stat` a valid out-pointer.
+    if unsafe { libc::statfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    match stat.f_type as i64 {
+        0x6969 => Some("nfs"),
+        0x0BD0_0BD0 => Some("lustre"),
+        0x4750_4653 => Some("gpfs"),
+        0x1983_0326 => Some("beegfs"),
+        0xFF53_4D42 => Some("cifs"),
+        0xFE53_4D42 => Some("smb2"),
+        0x6573_5546 => Some("fuse"),
+        _ => None,
+    }
+}
+
+/// Not known off Linux: one database for the directory.
+#[cfg(not(target_os = "linux"))]
+pub fn network_fs(_dir: &Path) -> Option<&'static str> {
+    None
+}
+
+/// This host's name, for a database of its own (`HOSTNAME`, else `/etc/hostname`).
+fn host_name() -> String {
+    let raw = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .unwrap_or_else(|| "host".into());
+    raw.trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn apply(setting: &CacheSetting) -> CacheState {
+    use cubecl_environment::config::logger::LogCrateLevel;
+    use cubecl_environment::persistence::CacheConfig;
+    use cubecl_runtime::config::compilation::CompilationLogLevel;
+    use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig};
+
+    install_counter();
+    let target = match prepare(setting) {
+        Ok(t) => t,
+        Err(why) => {
+            warn(format!(
+                "{why}: GPU kernels are compiled without a cache (set {CACHE_ENV} to a writable \
+                 directory, or to off)"
+            ));
+            None
+        }
+    };
+    // The user's cubecl.toml and CUBECL_* variables first, engram's cache and counting on top.
+    let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
+    match &target {
+        Some((dir, name)) => {
+            config.environment.path = CacheConfig::Directory(dir.clone());
+            config.environment.name = name.clone();
+            config.environment.records.keep_sessions = Some(KEEP_SESSIONS);
+            config.compilation.cache = true;
+            config.autotune.disable_cache = false;
+        }
+        None => {
+            config.compilation.cache = false;
+            config.autotune.disable_cache = true;
+        }
+    }
+    // A line per compiled kernel and per autotune decision, handed to the `log` crate, where
+    // the counter below reads them (at the levels the user asked for, if higher).
+    if matches!(
+        config.compilation.logger.level,
+        CompilationLogLevel::Disabled
+    ) {
+        config.compilation.logger.level = CompilationLogLevel::Basic;
+    }
+    config.compilation.logger.log = Some(LogCrateLevel::Info);
+    config.autotune.logger.log = Some(LogCrateLevel::Info);
+    let applied = CubeClRuntimeConfig::try_set(config);
+    if !applied {
+        warn(
+            "CubeCL's configuration was read before engram set its kernel cache: this process \
+             keeps CubeCL's defaults"
+                .into(),
+        );
+    }
+    CacheState {
+        database: target
+            .filter(|_| applied)
+            .map(|(dir, name)| dir.join(format!("{name}.db"))),
+        applied,
+    }
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn apply(_setting: &CacheSetting) -> CacheState {
+    CacheState {
+        database: None,
+        applied: false,
+    }
+}
+
+/// Kernels compiled and autotune decisions made since the process started (counted from
+/// CubeCL's log lines, which [`configure`] routes to the `log` crate).
+#[derive(Default)]
+struct Counts {
+    compiled: AtomicU64,
+    autotuned: AtomicU64,
+    /// When the first and the latest kernel were compiled.
+    times: Mutex<Option<(Instant, Instant)>>,
+    warnings: Mutex<Vec<String>>,
+    /// Every warning given, so each is given once.
+    warned: Mutex<Vec<String>>,
+}
+
+fn counts() -> &'static Counts {
+    static COUNTS: OnceLock<Counts> = OnceLock::new();
+    COUNTS.get_or_init(Counts::default)
+}
+
+fn warn(text: String) {
+    let c = counts();
+    let mut warned = c.warned.lock().unwrap_or_else(|e| e.into_inner());
+    if !warned.contains(&text) {
+        warned.push(text.clone());
+        c.warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(text);
+    }
+}
+
+/// Warnings about the kernel cache not yet taken (each given once per process): a directory
+/// that cannot be written, a database that could not be opened or was not one.
+pub fn take_warnings() -> Vec<String> {
+    std::mem::take(&mut *counts().warnings.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The `log` sink that counts CubeCL's compile and autotune lines and keeps its cache warnings.
+struct Sink;
+
+impl log::Log for Sink {
+    fn enabled(&self, meta: &log::Metadata) -> bool {
+        meta.target().starts_with("cubecl") && meta.level() <= log::Level::Info
+    }
+
+    fn log(&self, record: &log::Record) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let c = counts();
+        match record.target() {
+            "cubecl::compilation" => {
+                if record.args().to_string().starts_with("[Compiling kernel]") {
+                    c.compiled.fetch_add(1, Ordering::Relaxed);
+                    let now = Instant::now();
+                    let mut t = c.times.lock().unwrap_or_else(|e| e.into_inner());
+                    *t = Some((t.map_or(now, |(first, _)| first), now));
+                }
+            }
+            "cubecl::autotune" => {
+                if record.args().to_string().starts_with("Fastest result") {
+                    c.autotuned.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            target => {
+                let text = record.args().to_string();
+                if record.level() <= log::Level::Warn
+                    && (target.contains("persistence") || text.contains("cache"))
+                {
+                    warn(format!("kernel cache: {text}"));
+                }
+            }
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs [`Sink`] as the process's logger, unless another logger was installed first (then
+/// nothing is counted).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn install_counter() {
+    static SINK: Sink = Sink;
+    if log::set_logger(&SINK).is_ok() {
+        log::set_max_level(log::LevelFilter::Info);
+    }
+}
+
+/// The compile work done so far in this process.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CompileActivity {
+    /// GPU kernels compiled (not loaded from the cache).
+    pub compiled: u64,
+    /// Autotune decisions made (not read from the cache).
+    pub autotuned: u64,
+    /// Time since the first kernel was compiled, `None` before it.
+    pub since_first: Option<Duration>,
+    /// Time since the latest kernel was compiled, `None` before the first.
+    pub since_last: Option<Duration>,
+}
+
+/// What has been compiled so far: cheap, for a live line.
+pub fn activity() -> CompileActivity {
+    let c = counts();
+    let times = *c.times.lock().unwrap_or_else(|e| e.into_inner());
+    CompileActivity {
+        compiled: c.compiled.load(Ordering::Relaxed),
+        autotuned: c.autotuned.load(Ordering::Relaxed),
+        since_first: times.map(|(first, _)| first.elapsed()),
+        since_last: times.map(|(_, last)| last.elapsed()),
+    }
+}
+
+/// A process's compile work, for a summary line, bench JSON and run records.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CompileSummary {
+    /// GPU kernels compiled by this process.
+    pub kernels_compiled: u64,
+    /// Seconds those compiles took (CubeCL's own timing of each, from definition to the kernel
+    /// loaded on the device), where the cache's records hold them; `None` without a cache.
+    pub compile_seconds: Option<f64>,
+    /// Kernels read from the cache instead (where its records say).
+    pub kernels_loaded: Option<u64>,
+    /// Autotune decisions made by this process (each benchmarks its candidates on the device).
+    pub autotune_decisions: u64,
+    /// The kernel cache's database, `None` without one.
+    pub cache: Option<PathBuf>,
+}
+
+/// This process's compile work so far, with the compile seconds read back from the cache's
+/// records (a database read: call it at the end of a piece of work, not in a loop).
+pub fn summary() -> CompileSummary {
+    let a = activity();
+    let (seconds, loaded) = recorded().unzip();
+    CompileSummary {
+        kernels_compiled: a.compiled,
+        compile_seconds: seconds,
+        kernels_loaded: loaded,
+        autotune_decisions: a.autotuned,
+        cache: state().and_then(|s| s.database.clone()),
+    }
+}
+
+/// Seconds compiling and kernels loaded, from the records CubeCL keeps of this process's
+/// session in the cache's database.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn recorded() -> Option<(f64, u64)> {
+    use cubecl_environment::persistence::Database;
+    use cubecl_environment::records::Records;
+    use cubecl_server::compiler::{CompilationOutcome, CompilationRecord};
+
+    state()?.database.as_ref()?;
+    let database = Database::open_active()?;
+    let records = Records::new(&database);
+    let me = std::process::id();
+    let session = records
+        .sessions()
+        .into_iter()
+        .filter(|s| s.process == me)
+        .max_by_key(|s| s.id)?;
+    let (mut seconds, mut loaded) = (0.0, 0);
+    for r in records.read::<CompilationRecord>() {
+        if r.stamp.session != session.id {
+            continue;
+        }
+        match r.record.outcome {
+            CompilationOutcome::Compiled | CompilationOutcome::Rekeyed => {
+                seconds += r.record.duration.as_secs_f64()
+            }
+            CompilationOutcome::Loaded => loaded += 1,
+        }
+    }
+    Some((seconds, loaded))
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn recorded() -> Option<(f64, u64)> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setting_comes_from_the_variable() {
+        let from = |v: Option<&str>| CacheSetting::from_value(v.map(Into::into));
+        for off in ["off", "0", "false", "none"] {
+            assert_eq!(from(Some(off)), CacheSetting::Off);
+        }
+        assert_eq!(
+            from(Some("/some/where")),
+            CacheSetting::Dir("/some/where".into())
+        );
+        assert_eq!(from(None), CacheSetting::Dir(default_dir()));
+        assert_eq!(from(Some("")), CacheSetting::Dir(default_dir()));
+        assert!(default_dir().ends_with("kernels"));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let setting = CacheSetting::Dir(dir.path().join("k"));
+        let (kdir, name) = prepare(&setting).unwrap().unwrap();
+        assert!(name.starts_with("engram-"));
+        let db = kdir.join(format!("{name}.db"));
+        // A real SQLite header passes; an empty file passes (a database being created).
+        let mut good = SQLITE_MAGIC.to_vec();
+        good.extend([0u8; 84]);
+        std::fs::write(&db, &good).unwrap();
+        assert_eq!(not_a_database(&db), None);
+        std::fs::write(&db, b"").unwrap();
+        assert_eq!(not_a_database(&db), None);
+        std::fs::write(
+            &db,
+            b"this is not a database, it was cut off by a full disk",
+        )
+        .unwrap();
+        assert!(not_a_database(&db).is_some());
+        prepare(&setting).unwrap();
+        assert!(!db.exists(), "the corrupt file was moved aside");
+        let aside: Vec<_> = std::fs::read_dir(&kdir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains(".db.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1);
+        assert!(
+            take_warnings()
+                .iter()
+                .any(|w| w.contains("was not a database"))
+        );
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_named() {
+        // A path under a regular file can never be a directory, even for root.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, b"x").unwrap();
+        let err = prepare(&CacheSetting::Dir(file.join("kernels"))).unwrap_err();
+        assert!(err.contains("cannot be created"), "{err}");
+        assert!(err.contains("plain-file"), "{err}");
+        assert_eq!(prepare(&CacheSetting::Off).unwrap(), None);
+    }
+
+    #[test]
+    fn a_local_directory_is_not_a_network_file_system() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(network_fs(dir.path()), None);
+        assert_eq!(
+            environment_name(dir.path()),
+            format!("engram-{}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+}
