@@ -1,6 +1,6 @@
 //! The cells of a sweep: every fact count × every method (long context, RAG, one LoRA rank
-//! each), with stable ids (`n10-long-context`, `n10-rag`, `n100-lora-r8`) and `--only`
-//! selection.
+//! each) × every replicate of a LoRA cell, with stable ids (`n10-long-context`, `n10-rag`,
+//! `n100-lora-r8`, and `n100-lora-r8-rep1` for a further replicate) and `--only` selection.
 
 use std::fmt;
 
@@ -43,19 +43,40 @@ impl Method {
     }
 }
 
-/// One (fact count, method) pair.
+/// One (fact count, method, replicate) triple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Cell {
     /// Number of facts.
     pub facts: usize,
     /// The method.
     pub method: Method,
+    /// Which run of a LoRA cell that is trained more than once (`[methods] replicates`): 0 is
+    /// the first, trained with the preset's seed; replicate k trains with seed + k. Records
+    /// of the first replicate (and every record made before replicates existed) leave it out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replicate: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Cell {
-    /// The cell's id: `n<facts>-<method>`.
+    /// The first (or only) run of `method` on `facts` facts.
+    pub fn new(facts: usize, method: Method) -> Self {
+        Self {
+            facts,
+            method,
+            replicate: 0,
+        }
+    }
+
+    /// The cell's id: `n<facts>-<method>`, and `-rep<k>` for replicate k ≥ 1.
     pub fn id(&self) -> String {
-        format!("n{}-{}", self.facts, self.method.slug())
+        match self.replicate {
+            0 => format!("n{}-{}", self.facts, self.method.slug()),
+            k => format!("n{}-{}-rep{k}", self.facts, self.method.slug()),
+        }
     }
 }
 
@@ -76,22 +97,18 @@ pub fn expand(exp: &Experiment) -> Vec<Cell> {
     let mut cells = Vec::new();
     for &facts in &sizes {
         if exp.methods.long_context {
-            cells.push(Cell {
-                facts,
-                method: Method::LongContext,
-            });
+            cells.push(Cell::new(facts, Method::LongContext));
         }
         if exp.methods.rag {
-            cells.push(Cell {
-                facts,
-                method: Method::Rag,
-            });
+            cells.push(Cell::new(facts, Method::Rag));
         }
         for &rank in &ranks {
-            cells.push(Cell {
-                facts,
-                method: Method::Lora { rank },
-            });
+            for replicate in 0..exp.methods.replicates.max(1) {
+                cells.push(Cell {
+                    replicate,
+                    ..Cell::new(facts, Method::Lora { rank })
+                });
+            }
         }
     }
     cells
@@ -149,5 +166,24 @@ mod tests {
         assert!(matches("*r8", "n100-lora-r8"));
         assert!(!matches("*r8", "n100-lora-r80"));
         assert!(matches("*", "anything"));
+    }
+
+    #[test]
+    fn replicates_have_ids_of_their_own_and_the_first_keeps_its_id() {
+        let first = Cell::new(20, Method::Lora { rank: 8 });
+        assert_eq!(first.id(), "n20-lora-r8");
+        let second = Cell {
+            replicate: 1,
+            ..first
+        };
+        assert_eq!(second.id(), "n20-lora-r8-rep1");
+        // The first replicate serializes as cells always have.
+        assert_eq!(
+            serde_json::to_string(&first).unwrap(),
+            r#"{"facts":20,"method":{"kind":"lora","rank":8}}"#
+        );
+        let back: Cell = serde_json::from_str(&serde_json::to_string(&second).unwrap()).unwrap();
+        assert_eq!(back, second);
+        assert!(matches("n20-lora-r8*", &second.id()));
     }
 }

@@ -13,6 +13,14 @@ pub enum ExperimentError {
         /// The parser's message (it names the key).
         message: String,
     },
+    /// A method the table does not have (`engram table --paired`).
+    #[error("the table has no method `{name}` (it has: {known})")]
+    UnknownMethod {
+        /// The name asked for.
+        name: String,
+        /// The methods it has, by slug.
+        known: String,
+    },
     /// An experiment names a preset that does not exist.
     #[error("{experiment}: {kind} preset `{name}` not found (looked for {looked})")]
     MissingPreset {

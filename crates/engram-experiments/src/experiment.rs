@@ -126,6 +126,20 @@ pub struct MethodsSpec {
     /// Dense retriever's encoder (registry alias or BERT directory).
     #[serde(default = "minilm")]
     pub encoder: String,
+    /// Runs of every LoRA cell, each with its own training seed (the preset's seed + k: the
+    /// adapters' initialization, dropout masks and shuffle) and a record of its own
+    /// (`n10-lora-r8`, `n10-lora-r8-rep1`, …); the table shows their mean with a bootstrap
+    /// interval over facts and replicates. Long context and RAG answer greedily from the same
+    /// facts, so they run once.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub replicates: usize,
+}
+
+fn one() -> usize {
+    1
+}
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 fn rag_k() -> usize {
@@ -323,6 +337,11 @@ impl Experiment {
         if m.lora_ranks.is_empty() && !m.long_context && !m.rag {
             return Err(self.bad(
                 "[methods] runs nothing: set lora_ranks, long_context = true or rag = true".into(),
+            ));
+        }
+        if m.replicates == 0 {
+            return Err(self.bad(
+                "methods.replicates = 0: a cell needs at least one run (1 is the default)".into(),
             ));
         }
         if m.lora_ranks.contains(&0) {

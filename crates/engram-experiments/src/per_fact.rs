@@ -1,5 +1,6 @@
 //! The per-fact view: which facts each method answers right at each size, and which it loses
-//! (right at one size, wrong at the next larger one) as the number of facts grows.
+//! (right at one size, wrong at the next larger one) as the number of facts grows; and each
+//! LoRA cell's training curve (its loss per epoch).
 
 use std::collections::BTreeMap;
 
@@ -45,8 +46,16 @@ fn done(records: &[CellRecord]) -> Vec<&CellRecord> {
         .iter()
         .filter(|r| r.status != CellStatus::Failed)
         .collect();
-    v.sort_by_key(|r| (r.cell.method, r.cell.facts));
+    v.sort_by_key(|r| (r.cell.method, r.cell.replicate, r.cell.facts));
     v
+}
+
+/// A cell's column label: `n10 LoRA r=8`, and ` rep1` for a further replicate.
+fn label(r: &CellRecord) -> String {
+    match r.cell.replicate {
+        0 => format!("n{} {}", r.cell.facts, r.cell.method.header()),
+        k => format!("n{} {} rep{k}", r.cell.facts, r.cell.method.header()),
+    }
 }
 
 /// CSV: one row per fact, one column per cell (`n10 LoRA r=8`), ✓ / ✗ / NA / empty (not in
@@ -55,10 +64,7 @@ pub fn csv(records: &[CellRecord]) -> String {
     let recs = done(records);
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["fact".to_string()];
-    header.extend(
-        recs.iter()
-            .map(|r| format!("n{} {}", r.cell.facts, r.cell.method.header())),
-    );
+    header.extend(recs.iter().map(|r| label(r)));
     w.write_record(&header).expect("in-memory csv");
     for id in fact_order(&recs) {
         let mut row = vec![id.clone()];
@@ -72,14 +78,21 @@ pub fn csv(records: &[CellRecord]) -> String {
 /// samples), then the full grid.
 pub fn markdown(records: &[CellRecord]) -> String {
     let recs = done(records);
-    let mut by_method: BTreeMap<Method, Vec<&CellRecord>> = BTreeMap::new();
+    let mut by_method: BTreeMap<(Method, usize), Vec<&CellRecord>> = BTreeMap::new();
     for r in &recs {
-        by_method.entry(r.cell.method).or_default().push(r);
+        by_method
+            .entry((r.cell.method, r.cell.replicate))
+            .or_default()
+            .push(r);
     }
     let mut s = String::from("# Per-fact view\n\n## Facts lost as the number of facts grows\n\n");
     s.push_str("Among the facts of the smaller sample: answered right there, wrong at the larger size (lost), or the reverse (gained).\n\n");
     s.push_str("| Method | Sizes | Lost | Gained | Lost facts |\n|---|---|---:|---:|---|\n");
-    for (m, rs) in &by_method {
+    for ((m, rep), rs) in &by_method {
+        let name = match rep {
+            0 => m.header(),
+            k => format!("{} rep{k}", m.header()),
+        };
         for pair in rs.windows(2) {
             let (a, b) = (pair[0], pair[1]);
             if a.status == CellStatus::Na || b.status == CellStatus::Na {
@@ -105,8 +118,7 @@ pub fn markdown(records: &[CellRecord]) -> String {
                 lost.join(", ")
             };
             s.push_str(&format!(
-                "| {} | {} → {} | {} | {gained} | {shown} |\n",
-                m.header(),
+                "| {name} | {} → {} | {} | {gained} | {shown} |\n",
                 a.cell.facts,
                 b.cell.facts,
                 lost.len()
@@ -125,7 +137,7 @@ pub fn markdown(records: &[CellRecord]) -> String {
     }
     s.push_str("\n\n| Fact |");
     for r in &recs {
-        s.push_str(&format!(" n{} {} |", r.cell.facts, r.cell.method.header()));
+        s.push_str(&format!(" {} |", label(r)));
     }
     s.push_str("\n|---|");
     for _ in &recs {
@@ -138,6 +150,39 @@ pub fn markdown(records: &[CellRecord]) -> String {
             s.push_str(&format!(" {} |", mark(r, id)));
         }
         s.push('\n');
+    }
+    s.push_str(&curves(&recs));
+    s
+}
+
+/// Each LoRA cell's mean loss per epoch (records that keep it), with its health
+/// ([`crate::health`]): the training curves behind the table's `diverged` and `collapsed`.
+fn curves(recs: &[&CellRecord]) -> String {
+    let rows: Vec<(String, &Vec<f64>, String)> = recs
+        .iter()
+        .filter_map(|r| match &r.metrics.method {
+            Some(crate::record::MethodMetrics::Lora { epoch_losses, .. })
+                if !epoch_losses.is_empty() =>
+            {
+                let health = match crate::health::health_of(r) {
+                    crate::health::Health::Fine => "fine".to_string(),
+                    crate::health::Health::Diverged(w) => format!("diverged: {w}"),
+                    crate::health::Health::Collapsed(w) => format!("collapsed: {w}"),
+                };
+                Some((label(r), epoch_losses, health))
+            }
+            _ => None,
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n## Training curves\n\nEach LoRA cell's mean loss per epoch, and how its training went.\n\n| Cell | Loss per epoch | Training |\n|---|---|---|\n",
+    );
+    for (name, losses, health) in rows {
+        let text: Vec<String> = losses.iter().map(|l| format!("{l:.3}")).collect();
+        s.push_str(&format!("| {name} | {} | {health} |\n", text.join(", ")));
     }
     s
 }

@@ -91,7 +91,15 @@ pub fn cell_config(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Value {
         "judge": judge,
     });
     match cell.method {
-        Method::Lora { .. } => cfg["training"] = exp.training.outcome_settings(),
+        Method::Lora { .. } => {
+            cfg["training"] = exp.training.outcome_settings();
+            // A further replicate trains with its own seed; the first keeps the configuration
+            // (and so the hash) cells had before replicates existed.
+            if cell.replicate > 0 {
+                cfg["training"]["seed"] = json!(replicate_seed(exp, cell));
+                cfg["replicate"] = json!(cell.replicate);
+            }
+        }
         Method::Rag => {
             cfg["rag"] = json!({
                 "k": exp.methods.rag_k,
@@ -102,6 +110,11 @@ pub fn cell_config(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Value {
         Method::LongContext => {}
     }
     cfg
+}
+
+/// The training seed of a LoRA cell: the preset's, plus the replicate's index.
+pub fn replicate_seed(exp: &Experiment, cell: &Cell) -> u64 {
+    exp.training.train.seed.wrapping_add(cell.replicate as u64)
 }
 
 /// The state of cell `id` in `results` for configuration `hash` (read again by a sweep once it

@@ -1,5 +1,6 @@
 //! The table as a picture: accuracy against the number of facts (log scale), one line per
-//! method / rank, as SVG (plotters' SVG backend; no font or bitmap libraries involved).
+//! method / rank, each point with its 95 % interval as a bar, as SVG (plotters' SVG backend; no
+//! font or bitmap libraries involved).
 
 use plotters::prelude::*;
 
@@ -56,6 +57,21 @@ fn draw<DB: DrawingBackend>(
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        // The intervals, nudged sideways per method so that bars at one size stay apart.
+        let nudge = 1.0 + 0.012 * (i as f64 - (table.methods.len() as f64 - 1.0) / 2.0);
+        let bars: Vec<(f64, f64, f64)> = table
+            .sizes
+            .iter()
+            .filter_map(|&n| match table.entries.get(&(n, m)) {
+                Some(Entry::Accuracy {
+                    interval: Some(iv), ..
+                }) => Some((n as f64 * nudge, iv.low, iv.high)),
+                _ => None,
+            })
+            .collect();
+        chart.draw_series(bars.iter().map(|&(x, lo, hi)| {
+            PathElement::new(vec![(x, lo), (x, hi)], color.mix(0.7).stroke_width(2))
+        }))?;
     }
     chart
         .configure_series_labels()

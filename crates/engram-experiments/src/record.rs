@@ -93,6 +93,10 @@ pub enum MethodMetrics {
         trainable_params: usize,
         /// The epoch an interrupted run resumed after.
         resumed_after_epoch: Option<usize>,
+        /// Mean loss of every epoch, in order (absent in records made before it was kept):
+        /// what the table's health marks read (`diverged`, `collapsed`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        epoch_losses: Vec<f64>,
     },
     /// A long-context cell's prefill work.
     LongContext {

@@ -9,15 +9,19 @@ use anyhow::Result;
 
 use crate::experiment::Experiment;
 use crate::facts::{load_pool, samples};
+use crate::health::{Health, health_of};
 use crate::lock::{LockSettings, inspect};
 use crate::plan::{CellState, plan};
-use crate::record::ResultsDir;
+use crate::record::{Found, ResultsDir};
 
 /// One cell's state.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Status {
     /// A record for the current configuration.
     Done,
+    /// A record for the current configuration of a training run that went wrong
+    /// ([`crate::health`]): `diverged — why` or `collapsed — why`.
+    DoneUnhealthy(String),
     /// Claimed by a live sweep: who, and how long ago its claim last beat.
     Running {
         /// The holder (`host H, pid P, job J`).
@@ -47,7 +51,14 @@ pub fn status(
         let id = p.cell.id();
         let claim = inspect(&dir.lock_path(&id));
         let s = match (&p.state, &claim) {
-            (CellState::Done, _) => Status::Done,
+            (CellState::Done, _) => match dir.read(&id) {
+                Found::Record(r) => match health_of(&r) {
+                    Health::Fine => Status::Done,
+                    Health::Diverged(why) => Status::DoneUnhealthy(format!("diverged — {why}")),
+                    Health::Collapsed(why) => Status::DoneUnhealthy(format!("collapsed — {why}")),
+                },
+                _ => Status::Done,
+            },
             (_, Some(c)) if !c.is_stale(locks) => Status::Running {
                 by: c.holder_name(),
                 heartbeat: c.age,
@@ -103,6 +114,10 @@ pub fn render_status(cells: &[(String, Status)]) -> String {
             Status::Done => {
                 done += 1;
                 "done".to_string()
+            }
+            Status::DoneUnhealthy(why) => {
+                done += 1;
+                format!("done, but its training {why} (the table shows no accuracy for it)")
             }
             Status::Running { by, heartbeat } => {
                 running += 1;

@@ -1,30 +1,50 @@
 //! The memorization table (EnronQA Table 5's layout): rows = number of facts, columns = Long
-//! Context, RAG, LoRA r = …; accuracy on the original questions, `NA` where a method does not
-//! fit. Rendered as Markdown and CSV, optionally beside reference values (`--compare`).
+//! Context, RAG, LoRA r = …; accuracy on the original questions with its 95 % interval (Wilson's
+//! for one run; with replicates their mean and a bootstrap over facts and replicates), `NA`
+//! where a method does not fit, `diverged` / `collapsed` where training went wrong
+//! ([`crate::health`]); then every LoRA rank against RAG and long context on the same facts
+//! (paired difference, McNemar's exact test). Rendered as Markdown and CSV, optionally beside
+//! reference values (`--compare`), marking the cells whose interval excludes them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::cells::Method;
 use crate::error::{ExperimentError, Result};
+use crate::health::{Health, health_of};
 use crate::record::{CellRecord, CellStatus};
+use crate::stats::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Interval, Paired, Z95, bootstrap, wilson};
 
 /// One cell of the table.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
-    /// Judged: correct answers of `n`.
+    /// Judged: the mean accuracy over the replicates with its interval.
     Accuracy {
-        /// Correct / n.
+        /// Mean accuracy (correct / n for a single run).
         value: f64,
-        /// Correct answers.
+        /// Correct answers, over every replicate.
         correct: usize,
-        /// Questions.
+        /// Answers, over every replicate (facts × replicates).
         n: usize,
+        /// 95 % interval: Wilson's for a single run, the bootstrap's over several.
+        interval: Option<Interval>,
+        /// Each replicate's accuracy, by replicate index.
+        replicates: Vec<f64>,
+        /// Each replicate's outcome per fact (1 right, 0 not), the facts in the order of
+        /// [`Table::facts`].
+        outcomes: Vec<Vec<f64>>,
+        /// Replicates left out because their training went wrong: (replicate, why).
+        excluded: Vec<(usize, String)>,
     },
     /// The method does not apply.
     Na,
     /// The cell failed (its record holds the error).
     Failed,
+    /// Every replicate's training diverged (the loss went non-finite or ended above where it
+    /// started): no accuracy is shown.
+    Diverged(String),
+    /// Every replicate's training collapsed (the loss fell, then rose far above its lowest).
+    Collapsed(String),
 }
 
 /// The table of one results directory.
@@ -40,16 +60,18 @@ pub struct Table {
     pub methods: Vec<Method>,
     /// The entries.
     pub entries: BTreeMap<(usize, Method), Entry>,
+    /// The fact ids of each size, in the order of [`Entry::Accuracy`]'s `outcomes`.
+    pub facts: BTreeMap<usize, Vec<String>>,
 }
 
 impl Table {
-    /// Builds the table from cell records.
+    /// Builds the table from cell records (replicates of a cell are gathered into one entry).
     pub fn from_records(records: &[CellRecord]) -> Self {
         let mut sizes = BTreeSet::new();
         let mut methods = BTreeSet::new();
         let mut names = BTreeSet::new();
         let mut judges = BTreeSet::new();
-        let mut entries = BTreeMap::new();
+        let mut groups: BTreeMap<(usize, Method), Vec<&CellRecord>> = BTreeMap::new();
         for r in records {
             sizes.insert(r.cell.facts);
             methods.insert(r.cell.method);
@@ -57,45 +79,69 @@ impl Table {
             if let Some(j) = &r.metrics.judged {
                 judges.insert(j.judge.clone());
             }
-            let e = match r.status {
-                CellStatus::Done => {
-                    let correct = r
-                        .questions
-                        .iter()
-                        .filter(|q| q.correct == Some(true))
-                        .count();
-                    let n = r.questions.len();
-                    Entry::Accuracy {
-                        value: r.accuracy.unwrap_or(correct as f64 / n.max(1) as f64),
-                        correct,
-                        n,
-                    }
-                }
-                CellStatus::Na => Entry::Na,
-                CellStatus::Failed => Entry::Failed,
-            };
-            entries.insert((r.cell.facts, r.cell.method), e);
+            groups
+                .entry((r.cell.facts, r.cell.method))
+                .or_default()
+                .push(r);
         }
+        let mut facts: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for r in records {
+            if r.status == CellStatus::Done && !facts.contains_key(&r.cell.facts) {
+                let mut ids: Vec<String> = r.questions.iter().map(|q| q.id.clone()).collect();
+                ids.sort();
+                facts.insert(r.cell.facts, ids);
+            }
+        }
+        let entries = groups
+            .into_iter()
+            .map(|(key, mut group)| {
+                group.sort_by_key(|r| r.cell.replicate);
+                let ids = facts.get(&key.0).cloned().unwrap_or_default();
+                (key, entry(&group, &ids))
+            })
+            .collect();
         Self {
             experiment: names.into_iter().collect::<Vec<_>>().join(", "),
             judges: judges.into_iter().collect(),
             sizes: sizes.into_iter().collect(),
             methods: methods.into_iter().collect(),
             entries,
+            facts,
         }
     }
 
     fn text(&self, size: usize, m: Method) -> String {
         match self.entries.get(&(size, m)) {
-            Some(Entry::Accuracy { value, .. }) => format!("{value:.3}"),
+            Some(Entry::Accuracy {
+                value,
+                interval,
+                replicates,
+                excluded,
+                ..
+            }) => {
+                let mut t = format!("{value:.3}");
+                if let Some(i) = interval {
+                    t.push_str(&format!(" [{:.2}, {:.2}]", i.low, i.high));
+                }
+                if replicates.len() > 1 {
+                    t.push_str(&format!(" ×{}", replicates.len()));
+                }
+                if !excluded.is_empty() {
+                    t.push('†');
+                }
+                t
+            }
             Some(Entry::Na) => "NA".into(),
             Some(Entry::Failed) => "failed".into(),
+            Some(Entry::Diverged(_)) => "diverged".into(),
+            Some(Entry::Collapsed(_)) => "collapsed".into(),
             None => "–".into(),
         }
     }
 
     /// Markdown: a title, what the numbers are, the table; with `compare`, each measured value
-    /// is followed by the reference value in parentheses.
+    /// is followed by the reference value in parentheses, marked `*` where the measured
+    /// interval excludes it. Then the paired comparisons and the training-health notes.
     pub fn markdown(&self, compare: Option<&Reference>) -> String {
         let mut s = format!("# Memorization table: {}\n\n", self.experiment);
         s.push_str(
@@ -106,9 +152,16 @@ impl Table {
         } else {
             self.judges.join(", ")
         });
-        s.push_str(". NA: the facts do not fit the context window.");
+        s.push_str(
+            ", with its 95 % interval in brackets: Wilson's for one run; for ×k replicates \
+             (LoRA trained with k seeds) their mean and a bootstrap over facts and replicates. \
+             NA: the facts do not fit the context window.",
+        );
         if let Some(r) = compare {
-            s.push_str(&format!(" In parentheses: {}.", r.label));
+            s.push_str(&format!(
+                " In parentheses: {}; `*` where the interval excludes it.",
+                r.label
+            ));
         }
         s.push_str("\n\n| Facts |");
         for m in &self.methods {
@@ -127,33 +180,286 @@ impl Table {
                     && let Some(v) = r.values.get(&(n, m.header()))
                 {
                     cell.push_str(&format!(" ({v})"));
+                    if self.excludes(n, m, v) {
+                        cell.push('*');
+                    }
                 }
                 s.push_str(&format!(" {cell} |"));
             }
             s.push('\n');
         }
+        let pairs = self.standard_pairs();
+        if !pairs.is_empty() {
+            s.push_str(
+                "\n## Paired comparisons\n\nBoth methods answer the same facts: the difference \
+                 of their accuracies with a 95 % bootstrap interval over the facts, the answers \
+                 only one of them got right (over pairs of runs: a single greedy run is paired \
+                 with each replicate of the other method), and McNemar's exact test.\n\n\
+                 | Facts | Comparison | Difference [95 %] | Only first right | Only second right | McNemar p |\n\
+                 |---:|---|---:|---:|---:|---:|\n",
+            );
+            for (n, a, b, p) in &pairs {
+                s.push_str(&format!(
+                    "| {n} | {} − {} | {:+.3} [{:+.2}, {:+.2}] | {} | {} | {} |\n",
+                    a.header(),
+                    b.header(),
+                    p.difference.mean,
+                    p.difference.low,
+                    p.difference.high,
+                    p.only_first,
+                    p.only_second,
+                    p_text(p.p_value)
+                ));
+            }
+        }
+        let notes = self.health_notes();
+        if !notes.is_empty() {
+            s.push_str("\n## Training health\n\n");
+            for n in notes {
+                s.push_str(&format!("- {n}\n"));
+            }
+        }
         s
     }
 
-    /// CSV: `facts` then one column per method header; `NA`, `failed`, or empty for missing.
+    /// Whether cell (n, m)'s interval excludes the reference value `v` (a number).
+    fn excludes(&self, n: usize, m: Method, v: &str) -> bool {
+        match (self.entries.get(&(n, m)), v.parse::<f64>()) {
+            (
+                Some(Entry::Accuracy {
+                    interval: Some(i), ..
+                }),
+                Ok(v),
+            ) => v < i.low - 1e-12 || v > i.high + 1e-12,
+            _ => false,
+        }
+    }
+
+    /// What the training-health marks stand for: a line per cell marked `diverged`,
+    /// `collapsed` or `†`.
+    fn health_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        for ((n, m), e) in &self.entries {
+            let at = format!("{n} facts, {}", m.header());
+            match e {
+                Entry::Diverged(why) => notes.push(format!("{at}: diverged — {why}")),
+                Entry::Collapsed(why) => notes.push(format!("{at}: collapsed — {why}")),
+                Entry::Accuracy { excluded, .. } => {
+                    for (k, why) in excluded {
+                        notes.push(format!("{at} †: replicate {k} left out — {why}"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        notes
+    }
+
+    /// The method `name` names in this table: a slug (`lora-r8`, `rag`, `long-context`) or a
+    /// header (`LoRA r=8`).
+    pub fn method_named(&self, name: &str) -> Result<Method> {
+        self.methods
+            .iter()
+            .copied()
+            .find(|m| m.slug() == name || m.header().eq_ignore_ascii_case(name))
+            .ok_or_else(|| ExperimentError::UnknownMethod {
+                name: name.to_string(),
+                known: self
+                    .methods
+                    .iter()
+                    .map(Method::slug)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// `a` against `b` at `n` facts, where both have judged answers.
+    pub fn paired(&self, n: usize, a: Method, b: Method) -> Option<Paired> {
+        let outcomes = |m| match self.entries.get(&(n, m)) {
+            Some(Entry::Accuracy { outcomes, .. }) => Some(outcomes),
+            _ => None,
+        };
+        crate::stats::paired(outcomes(a)?, outcomes(b)?, BOOTSTRAP_SEED)
+    }
+
+    /// Every size where both have judged answers: `a` against `b`.
+    pub fn paired_rows(&self, a: Method, b: Method) -> Vec<(usize, Paired)> {
+        self.sizes
+            .iter()
+            .filter_map(|&n| self.paired(n, a, b).map(|p| (n, p)))
+            .collect()
+    }
+
+    /// The comparisons `table.md` shows: each LoRA rank against RAG and long context.
+    fn standard_pairs(&self) -> Vec<(usize, Method, Method, Paired)> {
+        let mut out = Vec::new();
+        for &n in &self.sizes {
+            for &a in self
+                .methods
+                .iter()
+                .filter(|m| matches!(m, Method::Lora { .. }))
+            {
+                for b in [Method::Rag, Method::LongContext] {
+                    if let Some(p) = self.paired(n, a, b) {
+                        out.push((n, a, b, p));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// CSV, one row per cell: `facts`, `method` (its header), `status` (done, NA, failed,
+    /// diverged, collapsed), `mean`, `low`, `high` (the 95 % interval), `n` (answers: facts ×
+    /// replicates), `replicates`, `accuracies` (each replicate's, `;`-separated).
     pub fn csv(&self) -> String {
         let mut w = csv::Writer::from_writer(Vec::new());
-        let mut header = vec!["facts".to_string()];
-        header.extend(self.methods.iter().map(Method::header));
-        w.write_record(&header).expect("in-memory csv");
+        w.write_record([
+            "facts",
+            "method",
+            "status",
+            "mean",
+            "low",
+            "high",
+            "n",
+            "replicates",
+            "accuracies",
+        ])
+        .expect("in-memory csv");
         for &n in &self.sizes {
-            let mut row = vec![n.to_string()];
             for &m in &self.methods {
-                row.push(match self.entries.get(&(n, m)) {
-                    Some(Entry::Accuracy { value, .. }) => format!("{value:.4}"),
-                    Some(Entry::Na) => "NA".into(),
-                    Some(Entry::Failed) => "failed".into(),
-                    None => String::new(),
-                });
+                let Some(e) = self.entries.get(&(n, m)) else {
+                    continue;
+                };
+                let mut row = vec![n.to_string(), m.header()];
+                match e {
+                    Entry::Accuracy {
+                        value,
+                        interval,
+                        n: answers,
+                        replicates,
+                        ..
+                    } => {
+                        row.push("done".into());
+                        row.push(format!("{value:.4}"));
+                        row.push(interval.map_or(String::new(), |i| format!("{:.4}", i.low)));
+                        row.push(interval.map_or(String::new(), |i| format!("{:.4}", i.high)));
+                        row.push(answers.to_string());
+                        row.push(replicates.len().to_string());
+                        row.push(
+                            replicates
+                                .iter()
+                                .map(|a| format!("{a:.4}"))
+                                .collect::<Vec<_>>()
+                                .join(";"),
+                        );
+                    }
+                    other => {
+                        row.push(
+                            match other {
+                                Entry::Na => "NA",
+                                Entry::Failed => "failed",
+                                Entry::Diverged(_) => "diverged",
+                                _ => "collapsed",
+                            }
+                            .into(),
+                        );
+                        row.extend(std::iter::repeat_n(String::new(), 6));
+                    }
+                }
+                w.write_record(&row).expect("in-memory csv");
             }
-            w.write_record(&row).expect("in-memory csv");
         }
         String::from_utf8(w.into_inner().expect("flush")).expect("utf-8")
+    }
+}
+
+/// A p-value for people: three significant digits, `< 0.001` below that.
+pub fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "< 0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// The entry of one (size, method): its replicates' records, by replicate index; `ids` the
+/// facts of the size in id order.
+fn entry(group: &[&CellRecord], ids: &[String]) -> Entry {
+    let mut done = Vec::new();
+    let mut excluded = Vec::new();
+    let (mut na, mut unhealthy) = (false, None);
+    for r in group {
+        match r.status {
+            CellStatus::Done => match health_of(r) {
+                Health::Fine => done.push(*r),
+                bad => {
+                    excluded.push((r.cell.replicate, bad.why().to_string()));
+                    unhealthy.get_or_insert(bad);
+                }
+            },
+            CellStatus::Na => na = true,
+            CellStatus::Failed => {}
+        }
+    }
+    if done.is_empty() {
+        return match (na, unhealthy) {
+            (true, _) => Entry::Na,
+            (_, Some(Health::Diverged(why))) => Entry::Diverged(why),
+            (_, Some(Health::Collapsed(why))) => Entry::Collapsed(why),
+            _ => Entry::Failed,
+        };
+    }
+    let outcomes: Vec<Vec<f64>> = done
+        .iter()
+        .map(|r| {
+            let right: BTreeMap<&str, bool> = r
+                .questions
+                .iter()
+                .map(|q| (q.id.as_str(), q.correct == Some(true)))
+                .collect();
+            ids.iter()
+                .map(|id| f64::from(right.get(id.as_str()) == Some(&true)))
+                .collect()
+        })
+        .collect();
+    let correct: usize = done
+        .iter()
+        .map(|r| {
+            r.questions
+                .iter()
+                .filter(|q| q.correct == Some(true))
+                .count()
+        })
+        .sum();
+    let n: usize = done.iter().map(|r| r.questions.len()).sum();
+    let replicates: Vec<f64> = done
+        .iter()
+        .map(|r| {
+            let c = r
+                .questions
+                .iter()
+                .filter(|q| q.correct == Some(true))
+                .count();
+            r.accuracy
+                .unwrap_or(c as f64 / r.questions.len().max(1) as f64)
+        })
+        .collect();
+    let value = replicates.iter().sum::<f64>() / replicates.len() as f64;
+    let interval = if done.len() == 1 {
+        wilson(correct, n, Z95).map(|i| Interval { mean: value, ..i })
+    } else {
+        bootstrap(&outcomes, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED)
+            .map(|i| Interval { mean: value, ..i })
+    };
+    Entry::Accuracy {
+        value,
+        correct,
+        n,
+        interval,
+        replicates,
+        outcomes,
+        excluded,
     }
 }
 

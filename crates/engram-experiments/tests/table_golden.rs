@@ -33,7 +33,7 @@ fn record(
     status: CellStatus,
     right: impl Fn(usize) -> bool,
 ) -> CellRecord {
-    let cell = Cell { facts: n, method };
+    let cell = Cell::new(n, method);
     let questions: Vec<QuestionRecord> = if status == CellStatus::Failed {
         Vec::new()
     } else {
@@ -143,7 +143,11 @@ fn corrupt_records_are_reported_and_not_used() {
     );
     assert!(r.corrupt.iter().any(|c| c.contains("n10-lora-r999.json")));
     assert!(!r.table.entries.contains_key(&(10, Method::Rag)));
-    assert!(r.markdown.contains("| 10 | 0.800 | – |"), "{}", r.markdown);
+    assert!(
+        r.markdown.contains("| 10 | 0.800 [0.49, 0.94] | – |"),
+        "{}",
+        r.markdown
+    );
     for f in engram_experiments::render::VIEW_FILES {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
@@ -154,4 +158,108 @@ fn an_unreadable_results_directory_is_named() {
     let missing = PathBuf::from("/nonexistent/results/x");
     let e = render_dir(&missing, None).unwrap_err().to_string();
     assert!(e.contains("/nonexistent/results/x"), "{e}");
+}
+
+#[test]
+fn replicates_show_their_mean_and_interval_and_broken_runs_no_accuracy() {
+    use engram_experiments::record::MethodMetrics;
+    use engram_experiments::table::Entry;
+    let lora = |rep: usize, right: fn(usize) -> bool, losses: Vec<f64>| {
+        let mut r = record(20, Method::Lora { rank: 8 }, CellStatus::Done, right);
+        r.cell.replicate = rep;
+        r.cell_id = r.cell.id();
+        r.metrics.method = Some(MethodMetrics::Lora {
+            final_loss: losses.last().copied(),
+            epochs: losses.len(),
+            trainable_params: 1,
+            resumed_after_epoch: None,
+            epoch_losses: losses,
+        });
+        r
+    };
+    let fine = vec![3.0, 1.0, 0.1];
+    let recs = vec![
+        record(20, Method::Rag, CellStatus::Done, |i| i < 7),
+        lora(0, |i| i < 14, fine.clone()),
+        lora(1, |i| i < 12, fine.clone()),
+        lora(2, |i| i < 16, fine.clone()),
+        // A fourth replicate whose loss blew up: left out, and said why.
+        lora(3, |_| false, vec![3.0, f64::NAN]),
+        {
+            let mut r = record(20, Method::Lora { rank: 64 }, CellStatus::Done, |_| false);
+            r.metrics.method = Some(MethodMetrics::Lora {
+                final_loss: Some(0.77),
+                epochs: 5,
+                trainable_params: 1,
+                resumed_after_epoch: None,
+                epoch_losses: vec![3.0, 1.2, 0.05, 0.3, 0.77],
+            });
+            r
+        },
+    ];
+    let t = Table::from_records(&recs);
+    let Some(Entry::Accuracy {
+        value,
+        replicates,
+        interval: Some(i),
+        n,
+        excluded,
+        ..
+    }) = t.entries.get(&(20, Method::Lora { rank: 8 }))
+    else {
+        panic!("{:?}", t.entries)
+    };
+    assert_eq!(replicates, &vec![0.7, 0.6, 0.8]);
+    assert!((value - 0.7).abs() < 1e-12);
+    assert_eq!(*n, 60);
+    assert!(i.low < 0.7 && i.high > 0.7 && i.high - i.low < 0.5, "{i:?}");
+    assert_eq!(excluded.len(), 1);
+    assert!(matches!(
+        t.entries.get(&(20, Method::Lora { rank: 64 })),
+        Some(Entry::Collapsed(_))
+    ));
+    let md = t.markdown(None);
+    assert!(md.contains(" ×3†"), "{md}");
+    assert!(md.contains("| collapsed |"), "{md}");
+    assert!(
+        md.contains("replicate 3 left out — the loss was NaN at epoch 2"),
+        "{md}"
+    );
+    // RAG: 7/20, Wilson's interval.
+    assert!(md.contains("0.350 [0.18, 0.57]"), "{md}");
+    assert!(md.contains("| 20 | LoRA r=8 − RAG | +0.350"), "{md}");
+    let csv = t.csv();
+    assert!(csv.contains("20,LoRA r=8,done,0.7000,"), "{csv}");
+    assert!(csv.contains(",60,3,0.7000;0.6000;0.8000"), "{csv}");
+    assert!(csv.contains("20,LoRA r=64,collapsed,"), "{csv}");
+
+    // --compare: a reference value outside a cell's interval is marked, one inside is not.
+    let reference = Reference {
+        label: "ref.csv".into(),
+        values: [
+            ((20, "RAG".to_string()), "0.90".to_string()),
+            ((20, "LoRA r=8".to_string()), "0.70".to_string()),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let md = t.markdown(Some(&reference));
+    assert!(md.contains("0.350 [0.18, 0.57] (0.90)* |"), "{md}");
+    assert!(md.contains("(0.70) |"), "{md}");
+
+    // --paired: methods by slug or header; an unknown one is named with the ones there are.
+    assert_eq!(t.method_named("lora-r8").unwrap(), Method::Lora { rank: 8 });
+    assert_eq!(t.method_named("RAG").unwrap(), Method::Rag);
+    let e = t.method_named("lora-r16").unwrap_err().to_string();
+    assert!(
+        e.contains("lora-r16") && e.contains("lora-r8, lora-r64"),
+        "{e}"
+    );
+    let rows = t.paired_rows(Method::Lora { rank: 8 }, Method::Rag);
+    assert_eq!(rows.len(), 1);
+    // Paired per replicate: facts 7..12 (5), 7..14 (7), 7..16 (9) right only for LoRA.
+    assert_eq!(
+        (rows[0].1.only_first, rows[0].1.only_second),
+        (5 + 7 + 9, 0)
+    );
 }

@@ -20,6 +20,11 @@ pub struct TableArgs {
     /// configs/paper/enronqa-table5.csv) or a CSV in the table's layout.
     #[arg(long)]
     pub compare: Option<String>,
+    /// Compare two methods on the same facts: the paired difference of their accuracies with
+    /// its interval and McNemar's exact test, at every fact count (methods by slug or header:
+    /// lora-r8, rag, long-context, "LoRA r=64").
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub paired: Option<Vec<String>>,
 }
 
 /// Runs `engram table`.
@@ -49,6 +54,43 @@ pub fn run(a: TableArgs) -> Result<()> {
     println!("{}", r.markdown);
     for f in &r.files {
         eprintln!("wrote {}", f.display());
+    }
+    if let Some(names) = &a.paired {
+        let (first, second) = (
+            r.table.method_named(&names[0])?,
+            r.table.method_named(&names[1])?,
+        );
+        let rows = r.table.paired_rows(first, second);
+        if rows.is_empty() {
+            bail!(
+                "{} and {} have no fact count where both have judged answers",
+                first.header(),
+                second.header()
+            );
+        }
+        println!(
+            "\n{} − {} (same facts; 95 % bootstrap interval; McNemar's exact test)\n",
+            first.header(),
+            second.header()
+        );
+        println!(
+            "| Facts | Difference [95 %] | Only {0} right | Only {1} right | Pairs | McNemar p |",
+            first.header(),
+            second.header()
+        );
+        println!("|---:|---:|---:|---:|---:|---:|");
+        for (n, p) in rows {
+            println!(
+                "| {n} | {:+.3} [{:+.2}, {:+.2}] | {} | {} | {} | {} |",
+                p.difference.mean,
+                p.difference.low,
+                p.difference.high,
+                p.only_first,
+                p.only_second,
+                p.pairs,
+                engram_experiments::table::p_text(p.p_value)
+            );
+        }
     }
     Ok(())
 }

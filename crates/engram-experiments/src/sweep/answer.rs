@@ -45,15 +45,24 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Trains the adapters of a LoRA cell of `rank` into `work`.
-    fn train(&mut self, rank: usize, facts: &[Fact], work: &Path) -> Result<TrainOutcome> {
+    /// Trains the adapters of LoRA cell `cell` of `rank` into `work` (with its replicate's
+    /// seed).
+    fn train(
+        &mut self,
+        cell: &Cell,
+        rank: usize,
+        facts: &[Fact],
+        work: &Path,
+    ) -> Result<TrainOutcome> {
         let exp = self.exp;
         let (progress, stop) = (self.progress, self.stop.clone());
+        let mut preset = exp.training.clone();
+        preset.train.seed = crate::plan::replicate_seed(exp, cell);
         let s = self.session()?;
         let trainer = Trainer {
             tokenizer: &s.tokenizer,
-            lora: exp.training.lora_config(rank),
-            train: exp.training.train.clone(),
+            lora: preset.lora_config(rank),
+            train: preset.train,
             base_model: exp.model_source(),
         };
         trainer
@@ -84,7 +93,7 @@ impl Runner<'_> {
         self.session()?;
         let t0 = Instant::now();
         let trained = match cell.method {
-            Method::Lora { rank } => Some(self.train(rank, facts, work)?),
+            Method::Lora { rank } => Some(self.train(cell, rank, facts, work)?),
             _ => None,
         };
         let train_s = t0.elapsed().as_secs_f64();
@@ -128,6 +137,7 @@ impl Runner<'_> {
                 epochs: t.record.epochs.len(),
                 trainable_params: t.record.trainable_params,
                 resumed_after_epoch: t.record.resumed_after_epoch,
+                epoch_losses: t.record.epochs.iter().map(|e| e.loss).collect(),
             },
             (None, m) => method_metrics(m),
         };

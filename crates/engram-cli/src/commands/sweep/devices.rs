@@ -119,7 +119,10 @@ pub fn run_on_devices(
     let rendered =
         render_dir(results, None).with_context(|| format!("rendering {}", results.display()))?;
     let cells = status(exp, results, &a.only, &Default::default())?;
-    let done = cells.iter().filter(|(_, s)| *s == Status::Done).count();
+    let done = cells
+        .iter()
+        .filter(|(_, s)| matches!(s, Status::Done | Status::DoneUnhealthy(_)))
+        .count();
     if let Some(sig) = stop.requested() {
         eprintln!(
             "stopped by {}: {} cells done, the rest resume when you run the same command again",
