@@ -15,7 +15,7 @@ pub const Z95: f64 = 1.959_963_984_540_054;
 pub const BOOTSTRAP_RESAMPLES: usize = 4000;
 
 /// The bootstrap's seed.
-pub const BOOTSTRAP_SEED: u64 = 0x5EED_0F_7AB1E;
+pub const BOOTSTRAP_SEED: u64 = 0x05EE_D0F7_AB1E;
 
 /// An interval around an estimate.
 #[derive(Debug, Clone, Copy, PartialEq)]

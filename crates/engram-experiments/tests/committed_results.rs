@@ -27,7 +27,7 @@ fn committed_records_round_trip_byte_for_byte() {
         assert_eq!(again, text, "{} re-serializes differently", path.display());
         n += 1;
     }
-    assert_eq!(n, 12);
+    assert_eq!(n, 16);
 }
 
 #[test]
@@ -63,7 +63,7 @@ fn the_smoke_experiment_finds_its_committed_cells_done() {
         &ResultsDir::new(repo().join("results/smoke")),
         &[],
     );
-    assert_eq!(planned.len(), 12);
+    assert_eq!(planned.len(), 16);
     for p in &planned {
         assert_eq!(p.state, CellState::Done, "{}", p.cell.id());
     }

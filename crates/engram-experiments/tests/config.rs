@@ -34,7 +34,10 @@ fn shipped_experiments_load() {
     );
     let (pool, _) = load_pool(&exp).unwrap();
     let s = samples(&exp, &pool, "smoke").unwrap();
-    assert_eq!(s.keys().copied().collect::<Vec<_>>(), vec![10, 20, 40]);
+    assert_eq!(s.keys().copied().collect::<Vec<_>>(), vec![10, 20]);
+    assert_eq!(exp.methods.replicates, 3);
+    // 2 fact counts × (long context + RAG + 2 ranks × 3 replicates).
+    assert_eq!(expand(&exp).len(), 16);
     assert!(pool.iter().all(|f| f.id.starts_with("synthetic-")));
     assert!(pool.iter().all(|f| f.question != f.rephrased_question));
 }
@@ -167,4 +170,58 @@ fn missing_presets_and_impossible_sizes_are_named() {
     });
     let e = e.unwrap_err().to_string();
     assert!(e.contains("facts.jsonl"), "{e}");
+}
+
+#[test]
+fn replicates_are_cells_of_their_own_and_the_first_keeps_its_hash() {
+    use engram_experiments::plan::cell_config;
+    use engram_experiments::record::hash_json;
+    let t = Tree::new();
+    let text = |replicates: &str| {
+        format!(
+            "model = \"m\"\ntraining = \"t\"\njudge = \"j\"\n[facts]\nsource = \"jsonl\"\npath = \"facts.jsonl\"\nsizes = [2, 4]\n\n[methods]\nlora_ranks = [4]\nrag = true\n{replicates}\n"
+        )
+    };
+    let load = |extra: &str| {
+        let p = t.write("experiments/x.toml", &text(extra));
+        Experiment::load(&p, &default_configs_dir(&p))
+    };
+    let one = load("").unwrap();
+    let three = load("replicates = 3").unwrap();
+    let ids = |e: &Experiment| expand(e).iter().map(|c| c.id()).collect::<Vec<_>>();
+    assert_eq!(ids(&one), ["n2-rag", "n2-lora-r4", "n4-rag", "n4-lora-r4"]);
+    assert_eq!(
+        ids(&three),
+        [
+            "n2-rag",
+            "n2-lora-r4",
+            "n2-lora-r4-rep1",
+            "n2-lora-r4-rep2",
+            "n4-rag",
+            "n4-lora-r4",
+            "n4-lora-r4-rep1",
+            "n4-lora-r4-rep2"
+        ]
+    );
+    let (pool, src) = load_pool(&three).unwrap();
+    let s = samples(&three, &pool, &src).unwrap();
+    let cells = expand(&three);
+    let hash = |e: &Experiment, i: usize| hash_json(&cell_config(e, &cells[i], &s[&2]));
+    // The first replicate (and RAG) hash as without replicates: their records stay done.
+    assert_eq!(hash(&three, 0), hash(&one, 0));
+    assert_eq!(hash(&three, 1), hash(&one, 1));
+    // Further replicates train with seeds of their own.
+    let cfg = cell_config(&three, &cells[2], &s[&2]);
+    assert_eq!(cfg["training"]["seed"], three.training.train.seed + 1);
+    assert_eq!(cfg["replicate"], 1);
+    assert_ne!(hash(&three, 2), hash(&three, 1));
+    assert_ne!(hash(&three, 3), hash(&three, 2));
+
+    let e = load("replicates = 0").unwrap_err().to_string();
+    assert!(
+        e.contains("x.toml") && e.contains("methods.replicates = 0"),
+        "{e}"
+    );
+    let e = load("replicate = 2").unwrap_err().to_string();
+    assert!(e.contains("x.toml") && e.contains("replicate"), "{e}");
 }

@@ -49,7 +49,7 @@ fn the_bootstrap_lands_where_scipy_s_does() {
             .iter()
             .map(|v| v.as_f64().unwrap())
             .collect();
-        let got = bootstrap(&[x.clone()], BOOTSTRAP_RESAMPLES, 11).unwrap();
+        let got = bootstrap(std::slice::from_ref(&x), BOOTSTRAP_RESAMPLES, 11).unwrap();
         let step = 1.0 / x.len() as f64;
         for (g, w) in [(got.low, num(case, "low")), (got.high, num(case, "high"))] {
             assert!(
