@@ -423,7 +423,8 @@ fn entry(group: &[&CellRecord], ids: &[String]) -> Entry {
                 .collect()
         })
         .collect();
-    let correct: usize = done
+    // Each replicate's right answers, counted once.
+    let rights: Vec<usize> = done
         .iter()
         .map(|r| {
             r.questions
@@ -431,16 +432,13 @@ fn entry(group: &[&CellRecord], ids: &[String]) -> Entry {
                 .filter(|q| q.correct == Some(true))
                 .count()
         })
-        .sum();
+        .collect();
+    let correct: usize = rights.iter().sum();
     let n: usize = done.iter().map(|r| r.questions.len()).sum();
     let replicates: Vec<f64> = done
         .iter()
-        .map(|r| {
-            let c = r
-                .questions
-                .iter()
-                .filter(|q| q.correct == Some(true))
-                .count();
+        .zip(&rights)
+        .map(|(r, &c)| {
             r.accuracy
                 .unwrap_or(c as f64 / r.questions.len().max(1) as f64)
         })

@@ -28,6 +28,9 @@
 //! Only the CubeCL backends compile kernels; on the CPU backend, or in a build without a GPU
 //! backend, [`configure`] does nothing and the counts stay zero.
 
+// Without a GPU backend nothing compiles kernels: the cache's machinery stays unused.
+#![cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
