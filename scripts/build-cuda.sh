@@ -13,7 +13,9 @@
 # Output: DIR/engram-cuda-<version>-x86_64-linux.tar.xz (default DIR: dist/) holding
 #   engram                           launcher: sets CUDA_PATH to the bundle, runs bin/engram
 #   bin/engram                       the stripped release binary (cuda + wgpu + cpu backends)
-#   nvvm/libdevice/libdevice.10.bc   CUDA's device math library
+#   nvvm/libdevice/libdevice.10.bc   CUDA's device math library (the LLVM kernel compiler links it)
+#   include/                         CUDA headers for the NVRTC kernel compiler
+#                                    (CUBECL_CUDA_COMPILER=nvrtc), licenses/ theirs
 # The binary needs glibc >= 2.35, libstdc++ and, at run time, the NVIDIA driver (libcuda.so.1).
 #
 # With internet access the plain `cargo build --release -p engram-cli --features cuda` works
@@ -52,10 +54,12 @@ cat > "$req" <<'REQ'
 mlc-llvm-static==23.1.1.post0 --hash=sha256:dcfec888abfaa418be77d41af585805f31463584cf9c90582992c00f392c1ac5
 mlc-llvm-static-extra-targets==23.1.1.post0 --hash=sha256:c36e834d9a4e9cf9759f27fece65711ece7a2fc2b5a96dbb15d66f5e9e787929
 nvidia-cuda-nvcc-cu12==12.9.86 --hash=sha256:5d6a0d32fdc7ea39917c20065614ae93add6f577d840233237ff08e9a38f58f0
+nvidia-cuda-runtime-cu12==12.9.79 --hash=sha256:25bba2dfb01d48a9b59ca474a1ac43c6ebf7011f1b0b8cc44f54eb6ac48a96c3
+nvidia-cuda-cccl-cu12==12.9.27 --hash=sha256:37869e17ce2e1ecec6eddf1927cca0f8c34e64fd848d40453df559091e2d7117
 REQ
-echo "== fetching the LLVM SDK and libdevice wheels into $cache/wheels"
+echo "== fetching the LLVM SDK, libdevice and CUDA header wheels into $cache/wheels"
 "$python" -m pip download --quiet --no-deps --require-hashes --only-binary :all: \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_12_x86_64 \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_12_x86_64 \
     --python-version 3.11 -r "$req" -d "$cache/wheels"
 
 # 2. The LLVM SDK where tracel-llvm-bundler looks (dirs::data_local_dir()/tracel/...), with
@@ -87,6 +91,35 @@ with zipfile.ZipFile(wheel) as z, open(sys.argv[2], "wb") as f:
 PY
 fi
 
+# 3b. The CUDA headers that NVRTC-compiled kernels include (cuda_fp16.h, cuda_bf16.h, mma.h,
+#     cooperative_groups.h from the runtime wheel; cuda/barrier from CCCL), for the NVRTC compiler
+#     (CUBECL_CUDA_COMPILER=nvrtc; libnvrtc itself is not bundled, 100 MB: it comes from the
+#     machine's toolkit or PyPI nvidia-cuda-nvrtc-cu12), and their licenses.
+headers="$cache/cuda-headers"
+if [ ! -f "$headers/include/cuda/barrier" ]; then
+    rm -rf "$headers"
+    mkdir -p "$headers/include" "$headers/licenses"
+    "$python" - "$cache/wheels" "$headers" <<'PY'
+import glob, os, sys, zipfile
+wheels, out = sys.argv[1], sys.argv[2]
+for name, prefix in [("nvidia_cuda_runtime_cu12-12.9.79", "nvidia/cuda_runtime/"),
+                     ("nvidia_cuda_cccl_cu12-12.9.27", "nvidia/cuda_cccl/")]:
+    wheel = glob.glob(f"{wheels}/{name}-*.whl")[0]
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            path = info.filename
+            if path.startswith(prefix + "include/") and not path.endswith("/"):
+                dest = os.path.join(out, "include", path[len(prefix + "include/"):])
+            elif "dist-info/" in path and os.path.basename(path).lower().startswith("licen"):
+                dest = os.path.join(out, "licenses", name.split("-")[0] + "-" + os.path.basename(path))
+            else:
+                continue
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(z.read(info))
+PY
+fi
+
 # 4. The build. DOCS_RS would make the bundler skip LLVM entirely (a `cargo check` trick).
 echo "== cargo build --release -p engram-cli --features cuda (CUDARC_CUDA_VERSION=$cuda_version)"
 start=$(date +%s)
@@ -104,9 +137,11 @@ mkdir -p "$stage/bin" "$stage/nvvm/libdevice"
 cp "$target/release/engram" "$stage/bin/engram"
 strip "$stage/bin/engram"
 cp "$libdevice" "$stage/nvvm/libdevice/"
+cp -r "$headers/include" "$headers/licenses" "$stage/"
 cat > "$stage/engram" <<'SH'
 #!/bin/sh
-# engram with the CUDA backend: libdevice comes from this bundle unless CUDA_PATH already holds one.
+# engram with the CUDA backend: libdevice and the CUDA headers come from this bundle unless
+# CUDA_PATH already holds them.
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ ! -f "${CUDA_PATH:-/nonexistent}/nvvm/libdevice/libdevice.10.bc" ]; then
     CUDA_PATH="$here"

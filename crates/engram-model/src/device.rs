@@ -78,14 +78,21 @@ pub fn open_device(name: &str) -> Result<Device> {
             backend: name.into(),
             reason,
         })?;
-        find_libdevice().map_err(|looked| ModelError::Device {
-            backend: name.into(),
-            reason: format!(
-                "libdevice.10.bc not found (looked in {looked}): set CUDA_PATH to a directory \
-                 holding nvvm/libdevice/libdevice.10.bc (the CUDA bundle's launcher sets it; PyPI \
-                 nvidia-cuda-nvcc-cu12 ships the file)"
-            ),
-        })?;
+        if cuda_compiler() == Some("nvrtc") {
+            nvrtc_ready().map_err(|reason| ModelError::Device {
+                backend: name.into(),
+                reason,
+            })?;
+        } else {
+            find_libdevice().map_err(|looked| ModelError::Device {
+                backend: name.into(),
+                reason: format!(
+                    "libdevice.10.bc not found (looked in {looked}): set CUDA_PATH to a directory \
+                     holding nvvm/libdevice/libdevice.10.bc (the CUDA bundle's launcher sets it; \
+                     PyPI nvidia-cuda-nvcc-cu12 ships the file)"
+                ),
+            })?;
+        }
     }
     let ran = quietly(|| Tensor::<1>::ones([4], &device).sum().into_scalar::<f32>());
     match ran {
@@ -142,6 +149,76 @@ fn explain_panic(kind: &str, msg: &str) -> String {
     msg.to_string()
 }
 
+/// The compiler that turns CubeCL kernels into PTX in this process: `llvm` (pliron → LLVM, needs
+/// only `libdevice.10.bc`) or `nvrtc` (CUDA C++ through NVRTC, needs `libnvrtc` and the CUDA
+/// headers; it keeps Hopper's TMA and async-copy matmuls, which the LLVM path hides). Chosen by
+/// `CUBECL_CUDA_COMPILER` (engram's patch of cubecl-cuda); `None` in a build without `cuda`.
+#[cfg(feature = "cuda")]
+pub fn cuda_compiler() -> Option<&'static str> {
+    Some(match cubecl_cuda::CudaBackend::selected() {
+        cubecl_cuda::CudaBackend::Cpp => "nvrtc",
+        cubecl_cuda::CudaBackend::Llvm => "llvm",
+    })
+}
+
+/// The compiler that turns CubeCL kernels into PTX (`None`: built without `cuda`).
+#[cfg(not(feature = "cuda"))]
+pub fn cuda_compiler() -> Option<&'static str> {
+    None
+}
+
+/// Whether NVRTC can compile here: `libnvrtc` loads and the CUDA headers its kernels include are
+/// under `$CUDA_PATH/include` (or a toolkit's). The error names what is missing and where to get it.
+#[cfg(feature = "cuda")]
+fn nvrtc_ready() -> std::result::Result<(), String> {
+    let loaded = quietly(|| {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: nvrtcVersion writes two ints through the pointers it is given; cudarc loads
+        // libnvrtc on this first call and panics (caught here) when it cannot.
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
+    });
+    match loaded {
+        Ok(cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS) => {}
+        Ok(e) => return Err(format!("NVRTC did not answer: {e:?}")),
+        Err(panic) => {
+            return Err(format!(
+                "CUBECL_CUDA_COMPILER=nvrtc, but libnvrtc could not be loaded ({}): install the \
+                 CUDA toolkit or PyPI nvidia-cuda-nvrtc-cu12 and put its lib directory on \
+                 LD_LIBRARY_PATH (a libnvrtc.so.13 needs a libnvrtc.so link to it), or use the \
+                 LLVM compiler (CUBECL_CUDA_COMPILER=llvm)",
+                panic_text(panic.as_ref())
+            ));
+        }
+    }
+    let root = std::env::var_os("CUDA_PATH")
+        .map(PathBuf::from)
+        .or_else(|| {
+            CUDA_ROOTS
+                .iter()
+                .map(PathBuf::from)
+                .find(|r| r.join("include/cuda_fp16.h").is_file())
+        });
+    match root {
+        Some(r) if r.join("include/cuda_fp16.h").is_file() => Ok(()),
+        Some(r) => Err(format!(
+            "CUBECL_CUDA_COMPILER=nvrtc, but {} is missing: NVRTC compiles CUDA C++ that includes \
+             the CUDA headers (the CUDA bundle carries them; PyPI nvidia-cuda-runtime-cu12 and \
+             nvidia-cuda-cccl-cu12 ship them)",
+            r.join("include/cuda_fp16.h").display()
+        )),
+        None => Err(format!(
+            "CUBECL_CUDA_COMPILER=nvrtc, but CUDA_PATH is unset and none of {} has \
+             include/cuda_fp16.h",
+            CUDA_ROOTS.join(", ")
+        )),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn nvrtc_ready() -> std::result::Result<(), String> {
+    Err("built without the `cuda` feature".into())
+}
+
 /// Toolkit locations cubecl-llvm falls back to when `CUDA_PATH` is unset.
 const CUDA_ROOTS: [&str; 4] = ["/usr/local/cuda", "/opt/cuda", "/usr/lib/cuda", "/usr"];
 
@@ -185,6 +262,17 @@ fn libdevice_in(
 /// on the host one pass each and no kernel is launched.
 pub fn is_cpu(device: &Device) -> bool {
     device.clone().inner() == Device::flex()
+}
+
+/// What to call the device opened from `backend` in reports: the name it gives itself (else the
+/// backend's name), with the kernel compiler on CUDA (`NVIDIA H200, nvrtc`).
+pub fn device_label(device: &Device, backend: &str) -> String {
+    let name = device_name(device).unwrap_or_else(|| backend.to_string());
+    let kind = backend.split(':').next().unwrap_or(backend);
+    match cuda_compiler() {
+        Some(compiler) if kind.eq_ignore_ascii_case("cuda") => format!("{name}, {compiler}"),
+        _ => name,
+    }
 }
 
 /// The name the device gives itself (`NVIDIA H200`, `llvmpipe (LLVM 15.0.6, 256 bits)`), where

@@ -31,7 +31,7 @@ use engram_lora::step::{gradients, optimizer};
 use engram_model::kernel_cache;
 use engram_model::{
     GenerationConfig, LaunchCounter, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling,
-    WeightDType, device_memory, device_name, generate, open_device,
+    WeightDType, device_label, device_memory, generate, open_device,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -164,7 +164,7 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
     }
     let cfg = architecture(spec.architecture)?;
     let device = open_device(spec.backend)?;
-    let name = device_name(&device).unwrap_or_else(|| spec.backend.to_string());
+    let name = device_label(&device, spec.backend);
     let peak = spec
         .peak_tflops
         .or_else(|| known_peak_tflops(&name, spec.dtype));
@@ -413,7 +413,7 @@ pub fn generate_bench(
 ) -> Result<Value> {
     let cfg = architecture(architecture_file)?;
     let device = open_device(backend)?;
-    let name = device_name(&device).unwrap_or_else(|| backend.to_string());
+    let name = device_label(&device, backend);
     let model = Llama::random(cfg.clone(), dtype, &device, 0)?;
     println!(
         "engram bench generate: {} (random weights, {dtype:?}) on {backend} ({name}), {prompt_len}-token prompts, {new_tokens} new tokens, greedy",
