@@ -3,7 +3,9 @@
 //! rose far above its lowest (to more than [`COLLAPSE_RATIO`] × its lowest, and by more than
 //! [`COLLAPSE_RISE`] nats) **collapsed**. The table shows such a cell as `diverged` /
 //! `collapsed` instead of an accuracy: an answer rate from a broken run is not a finding.
-//! Records without the per-epoch losses (made before they were kept) are taken as fine.
+//! A run whose memorization curve (`eval_every`) reached a peak and then fell by at least
+//! [`CURVE_DROP`] **collapsed** too. Records without the per-epoch losses (made before they were
+//! kept) are taken as fine.
 
 use crate::record::{CellRecord, MethodMetrics};
 
@@ -14,6 +16,10 @@ pub const COLLAPSE_RATIO: f64 = 4.0;
 /// How far the final loss may rise above the lowest, in nats, before the run counts as
 /// collapsed (together with [`COLLAPSE_RATIO`]).
 pub const COLLAPSE_RISE: f64 = 0.25;
+
+/// How far a memorization curve may fall below its peak (exact match, 0–1) before the run
+/// counts as collapsed: three standard errors of a 32-question sample at 0.5.
+pub const CURVE_DROP: f64 = 0.3;
 
 /// A training run's health.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,10 +70,36 @@ pub fn training_health(losses: &[f64]) -> Health {
     Health::Fine
 }
 
-/// The health of a cell's training, from its record (fine for cells that train nothing).
+/// The health of a run from its memorization curve, `(epoch, exact match)` in order: collapsed
+/// when it ended [`CURVE_DROP`] or more below its peak.
+pub fn curve_health(curve: &[(usize, f64)]) -> Health {
+    let Some(&(_, last)) = curve.last() else {
+        return Health::Fine;
+    };
+    let &(at, peak) = curve
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("non-empty");
+    if peak - last >= CURVE_DROP {
+        return Health::Collapsed(format!(
+            "exact match on the trained questions reached {peak:.3} at epoch {at} and ended at {last:.3}"
+        ));
+    }
+    Health::Fine
+}
+
+/// The health of a cell's training, from its record (fine for cells that train nothing): the
+/// loss's verdict first, then the curve's.
 pub fn health_of(record: &CellRecord) -> Health {
     match &record.metrics.method {
-        Some(MethodMetrics::Lora { epoch_losses, .. }) => training_health(epoch_losses),
+        Some(MethodMetrics::Lora {
+            epoch_losses,
+            curve,
+            ..
+        }) => match training_health(epoch_losses) {
+            Health::Fine => curve_health(curve),
+            h => h,
+        },
         _ => Health::Fine,
     }
 }
@@ -97,5 +129,17 @@ mod tests {
         ));
         // Small losses wobbling by less than the rise threshold stay fine.
         assert_eq!(training_health(&[3.0, 0.01, 0.2]), Health::Fine);
+    }
+
+    #[test]
+    fn a_curve_that_falls_from_its_peak_is_a_collapse() {
+        assert_eq!(curve_health(&[]), Health::Fine);
+        assert_eq!(curve_health(&[(2, 0.1), (4, 0.6), (6, 0.9)]), Health::Fine);
+        // A wobble within the sample's noise is not.
+        assert_eq!(curve_health(&[(2, 0.5), (4, 0.8), (6, 0.6)]), Health::Fine);
+        assert!(matches!(
+            curve_health(&[(2, 0.4), (4, 0.9), (6, 0.5)]),
+            Health::Collapsed(w) if w.contains("0.900 at epoch 4") && w.contains("0.500")
+        ));
     }
 }

@@ -20,6 +20,7 @@
 
 pub mod cells;
 pub mod corpus_facts;
+pub mod curve;
 pub mod dry_run;
 pub mod enronqa;
 pub mod error;

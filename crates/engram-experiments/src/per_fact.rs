@@ -155,21 +155,25 @@ pub fn markdown(records: &[CellRecord]) -> String {
     s
 }
 
-/// Each LoRA cell's mean loss per epoch (records that keep it), with its health
-/// ([`crate::health`]): the training curves behind the table's `diverged` and `collapsed`.
+/// Each LoRA cell's mean loss per epoch (records that keep it), its memorization curve where it
+/// has one (`eval_every`), with its health ([`crate::health`]): the training curves behind the
+/// table's `diverged` and `collapsed`.
 fn curves(recs: &[&CellRecord]) -> String {
-    let rows: Vec<(String, &Vec<f64>, String)> = recs
+    type Row<'a> = (String, &'a Vec<f64>, &'a Vec<(usize, f64)>, String);
+    let rows: Vec<Row> = recs
         .iter()
         .filter_map(|r| match &r.metrics.method {
-            Some(crate::record::MethodMetrics::Lora { epoch_losses, .. })
-                if !epoch_losses.is_empty() =>
-            {
+            Some(crate::record::MethodMetrics::Lora {
+                epoch_losses,
+                curve,
+                ..
+            }) if !epoch_losses.is_empty() => {
                 let health = match crate::health::health_of(r) {
                     crate::health::Health::Fine => "fine".to_string(),
                     crate::health::Health::Diverged(w) => format!("diverged: {w}"),
                     crate::health::Health::Collapsed(w) => format!("collapsed: {w}"),
                 };
-                Some((label(r), epoch_losses, health))
+                Some((label(r), epoch_losses, curve, health))
             }
             _ => None,
         })
@@ -177,12 +181,32 @@ fn curves(recs: &[&CellRecord]) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut s = String::from(
-        "\n## Training curves\n\nEach LoRA cell's mean loss per epoch, and how its training went.\n\n| Cell | Loss per epoch | Training |\n|---|---|---|\n",
-    );
-    for (name, losses, health) in rows {
+    let with_curves = rows.iter().any(|r| !r.2.is_empty());
+    let mut s = if with_curves {
+        String::from(
+            "\n## Training curves\n\nEach LoRA cell's mean loss per epoch, its greedy exact match on a fixed sample of the trained (rephrased) questions at the epochs `eval_every` asked (epoch: exact match), and how its training went.\n\n| Cell | Loss per epoch | Exact match during training | Training |\n|---|---|---|---|\n",
+        )
+    } else {
+        String::from(
+            "\n## Training curves\n\nEach LoRA cell's mean loss per epoch, and how its training went.\n\n| Cell | Loss per epoch | Training |\n|---|---|---|\n",
+        )
+    };
+    for (name, losses, curve, health) in rows {
         let text: Vec<String> = losses.iter().map(|l| format!("{l:.3}")).collect();
-        s.push_str(&format!("| {name} | {} | {health} |\n", text.join(", ")));
+        if with_curves {
+            let em: Vec<String> = curve.iter().map(|(e, m)| format!("{e}: {m:.2}")).collect();
+            s.push_str(&format!(
+                "| {name} | {} | {} | {health} |\n",
+                text.join(", "),
+                if em.is_empty() {
+                    "—".to_string()
+                } else {
+                    em.join(", ")
+                }
+            ));
+        } else {
+            s.push_str(&format!("| {name} | {} | {health} |\n", text.join(", ")));
+        }
     }
     s
 }

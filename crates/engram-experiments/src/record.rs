@@ -97,6 +97,11 @@ pub enum MethodMetrics {
         /// what the table's health marks read (`diverged`, `collapsed`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         epoch_losses: Vec<f64>,
+        /// The memorization curve (`eval_every`): `(epoch, exact match)` on a fixed sample of
+        /// the trained questions, after every `eval_every`-th epoch and the last (absent when
+        /// not asked for).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        curve: Vec<(usize, f64)>,
     },
     /// A long-context cell's prefill work.
     LongContext {

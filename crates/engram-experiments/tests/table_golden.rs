@@ -174,6 +174,7 @@ fn replicates_show_their_mean_and_interval_and_broken_runs_no_accuracy() {
             trainable_params: 1,
             resumed_after_epoch: None,
             epoch_losses: losses,
+            curve: vec![],
         });
         r
     };
@@ -193,6 +194,7 @@ fn replicates_show_their_mean_and_interval_and_broken_runs_no_accuracy() {
                 trainable_params: 1,
                 resumed_after_epoch: None,
                 epoch_losses: vec![3.0, 1.2, 0.05, 0.3, 0.77],
+                curve: vec![],
             });
             r
         },
@@ -262,4 +264,42 @@ fn replicates_show_their_mean_and_interval_and_broken_runs_no_accuracy() {
         (rows[0].1.only_first, rows[0].1.only_second),
         (5 + 7 + 9, 0)
     );
+}
+
+#[test]
+fn a_memorization_curve_shows_in_the_per_fact_view_and_a_fallen_one_is_a_collapse() {
+    use engram_experiments::record::MethodMetrics;
+    let lora = |rank: usize, curve: Vec<(usize, f64)>| {
+        let mut r = record(20, Method::Lora { rank }, CellStatus::Done, |i| i < 10);
+        r.metrics.method = Some(MethodMetrics::Lora {
+            final_loss: Some(0.1),
+            epochs: 4,
+            trainable_params: 1,
+            resumed_after_epoch: None,
+            // A loss that fell all the way: only the curve can tell.
+            epoch_losses: vec![3.0, 1.0, 0.3, 0.1],
+            curve,
+        });
+        r
+    };
+    let recs = vec![
+        lora(8, vec![(2, 0.25), (4, 0.5)]),
+        lora(64, vec![(2, 0.9), (4, 0.5)]),
+    ];
+    let md = engram_experiments::per_fact::markdown(&recs);
+    assert!(md.contains("| Exact match during training |"), "{md}");
+    assert!(md.contains("| 2: 0.25, 4: 0.50 | fine |"), "{md}");
+    assert!(
+        md.contains("collapsed: exact match on the trained questions reached 0.900 at epoch 2 and ended at 0.500"),
+        "{md}"
+    );
+    let t = Table::from_records(&recs);
+    assert!(matches!(
+        t.entries.get(&(20, Method::Lora { rank: 64 })),
+        Some(engram_experiments::table::Entry::Collapsed(_))
+    ));
+    assert!(matches!(
+        t.entries.get(&(20, Method::Lora { rank: 8 })),
+        Some(engram_experiments::table::Entry::Accuracy { .. })
+    ));
 }

@@ -127,6 +127,23 @@ pub struct TrainConfig {
     /// model answers with the same setting.
     #[serde(skip_serializing_if = "AdapterCompute::is_f32")]
     pub adapter_compute: AdapterCompute,
+    /// Every this many epochs, and after the last, the trainer asks its [`crate::EpochEval`] how
+    /// well the model answers so far (a sweep: the greedy exact match on a fixed sample of the
+    /// trained questions) and keeps the figure in that epoch's record: a memorization curve.
+    /// 0 (default) = never. Left out of serialized settings when 0, so that the fingerprints and
+    /// config hashes of runs without it stay as they were.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub eval_every: usize,
+    /// Questions in that sample (default [`DEFAULT_EVAL_SAMPLE`]; all facts when there are fewer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_sample: Option<usize>,
+}
+
+/// Questions in the sample that `eval_every` asks, unless `eval_sample` says otherwise.
+pub const DEFAULT_EVAL_SAMPLE: usize = 32;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Default for TrainConfig {
@@ -149,6 +166,8 @@ impl Default for TrainConfig {
             layout: BatchLayout::Padded,
             pack_length: None,
             adapter_compute: AdapterCompute::F32,
+            eval_every: 0,
+            eval_sample: None,
         }
     }
 }
@@ -162,6 +181,17 @@ impl TrainConfig {
     /// Steps between loss reads (at least 1).
     pub fn read_interval(&self) -> usize {
         self.log_every.max(1)
+    }
+
+    /// Whether epoch `epoch` (1-based) is one that `eval_every` evaluates: every `eval_every`-th
+    /// and the last.
+    pub fn evaluates_after(&self, epoch: usize) -> bool {
+        self.eval_every > 0 && (epoch.is_multiple_of(self.eval_every) || epoch == self.epochs)
+    }
+
+    /// Questions in the `eval_every` sample.
+    pub fn eval_sample_size(&self) -> usize {
+        self.eval_sample.unwrap_or(DEFAULT_EVAL_SAMPLE)
     }
 
     /// The packed row length for examples whose longest has `longest` tokens, or `None` for the

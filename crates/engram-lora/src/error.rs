@@ -39,6 +39,14 @@ pub enum LoraError {
     /// A training setting is invalid.
     #[error("invalid training setting: {0}")]
     BadSetting(String),
+    /// The between-epochs evaluation (`eval_every`) failed.
+    #[error("evaluating after epoch {epoch} (eval_every): {message}")]
+    Eval {
+        /// 1-based epoch.
+        epoch: usize,
+        /// What went wrong.
+        message: String,
+    },
     /// A training example does not fit the context window.
     #[error(
         "fact `{id}`: the training example is {len} tokens, longer than the context window of {window} (shorten the fact or raise --max-len)"

@@ -18,6 +18,7 @@ pub mod config;
 pub mod cross_entropy;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cross_entropy_kernel;
+pub mod epoch_eval;
 pub mod error;
 pub mod examples;
 pub mod flat;
@@ -38,7 +39,8 @@ pub mod schedule;
 pub mod step;
 pub mod trainer;
 
-pub use config::{AdapterCompute, BatchLayout, TrainConfig};
+pub use config::{AdapterCompute, BatchLayout, DEFAULT_EVAL_SAMPLE, TrainConfig};
+pub use epoch_eval::EpochEval;
 pub use error::{LoraError, Result};
 pub use examples::{TrainExample, build_examples};
 pub use merge::merge_to_hf;

@@ -27,13 +27,20 @@ pub struct EpochRecord {
     pub tokens_per_s: f64,
     /// Learning rate of the epoch's last step.
     pub lr: f64,
+    /// What the run's [`crate::EpochEval`] measured after this epoch (`eval_every`): in a sweep,
+    /// the greedy exact match on a fixed sample of the trained questions, 0–1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_match: Option<f64>,
 }
 
 impl EpochRecord {
     /// One line for logs: epoch, loss, tokens, seconds, tokens/s.
     pub fn summary(&self) -> String {
+        let em = self
+            .exact_match
+            .map_or(String::new(), |e| format!("  exact match {e:.3}"));
         format!(
-            "epoch {:>3}  loss {:.4}  {} tokens  {:.1}s  {:.0} tok/s",
+            "epoch {:>3}  loss {:.4}  {} tokens  {:.1}s  {:.0} tok/s{em}",
             self.epoch, self.loss, self.tokens, self.seconds, self.tokens_per_s
         )
     }

@@ -18,6 +18,7 @@ use crate::adamw::AdamW;
 use crate::batches::epoch_batches;
 use crate::checkpoint::{self, TrainerState};
 use crate::config::TrainConfig;
+use crate::epoch_eval::EpochEval;
 use crate::error::{LoraError, Result};
 use crate::examples::{TrainExample, build_examples};
 use crate::losses::{LossLog, NonFinite};
@@ -99,6 +100,9 @@ impl Trainer<'_> {
         }
         if t.max_grad_norm.is_some_and(|n| n.is_nan() || n < 0.0) {
             return bad("max grad norm must be positive (0 turns clipping off)");
+        }
+        if t.eval_sample == Some(0) {
+            return bad("eval_sample must be at least 1 (eval_every = 0 turns the evaluation off)");
         }
         if t.layout.is_padded() && t.pack_length.is_some() {
             return bad("pack_length applies to layout = \"packed\" only");
@@ -323,11 +327,13 @@ impl Trainer<'_> {
             seconds,
             tokens_per_s: tokens as f64 / seconds.max(1e-9),
             lr,
+            exact_match: None,
         };
         Ok((model, rec))
     }
 
     /// The remaining epochs of `run`, each checkpointed and recorded.
+    #[allow(clippy::too_many_arguments)]
     fn epochs(
         &self,
         run: &mut Run,
@@ -336,10 +342,19 @@ impl Trainer<'_> {
         out: &Path,
         progress: &dyn Progress,
         stop: &Stop,
+        eval: Option<&dyn EpochEval>,
     ) -> Result<Llama> {
         for epoch in run.state.epoch..self.train.epochs {
-            let rec;
+            let mut rec;
             (model, rec) = self.epoch(run, model, data, epoch, progress, stop)?;
+            if let Some(eval) = eval.filter(|_| self.train.evaluates_after(epoch + 1)) {
+                progress.status(&format!("epoch {}: evaluating", epoch + 1));
+                let figure = eval.measure(&model).map_err(|message| LoraError::Eval {
+                    epoch: epoch + 1,
+                    message,
+                })?;
+                rec.exact_match = Some(figure);
+            }
             progress.note(&rec.summary());
             run.state.epoch = epoch + 1;
             run.state.epochs.push(rec);
@@ -405,6 +420,24 @@ impl Trainer<'_> {
         progress: &dyn Progress,
         stop: &Stop,
     ) -> Result<TrainOutcome> {
+        self.run_evaluated(model, facts, out, resume, progress, stop, None)
+    }
+
+    /// [`Trainer::run_until`] that, with `eval_every` set, asks `eval` after every
+    /// `eval_every`-th epoch and after the last, and keeps its figure in that epoch's record
+    /// (before the epoch's checkpoint, so a resumed run keeps the curve so far). Without an
+    /// evaluator `eval_every` records nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_evaluated(
+        &self,
+        model: Llama,
+        facts: &[Fact],
+        out: &Path,
+        resume: bool,
+        progress: &dyn Progress,
+        stop: &Stop,
+        eval: Option<&dyn EpochEval>,
+    ) -> Result<TrainOutcome> {
         self.validate(&model)?;
         let data = self.prepare(&model, facts)?;
         std::fs::create_dir_all(out).map_err(LoraError::io(out))?;
@@ -412,7 +445,7 @@ impl Trainer<'_> {
         progress.note(&model.trainable_parameters_line());
         progress.begin("train", Some(data.schedule.total as u64));
         progress.set_position(run.state.global_step as u64);
-        let trained = self.epochs(&mut run, model, &data, out, progress, stop);
+        let trained = self.epochs(&mut run, model, &data, out, progress, stop, eval);
         progress.end();
         let model = trained?;
         self.save_adapter(&model, out)?;

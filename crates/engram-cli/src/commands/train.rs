@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use engram_experiments::TrainingPreset;
+use engram_experiments::curve::SampleExactMatch;
 use engram_facts::{Fact, read_facts};
 use engram_judge::exact_match;
-use engram_lora::{AdapterCompute, BatchLayout, LoraError, Trainer};
+use engram_lora::{AdapterCompute, BatchLayout, EpochEval, LoraError, Trainer};
 use engram_model::{AnswerConfig, LoraTarget, answer_questions};
 
 use crate::loaded::ModelArgs;
@@ -109,6 +110,14 @@ pub struct TrainArgs {
     /// After training, answer the original and rephrased questions and print exact match.
     #[arg(long)]
     pub eval: bool,
+    /// Every N epochs and after the last, answer a fixed sample of the trained (rephrased)
+    /// questions greedily and keep the exact match in the epoch's record (`train_record.json`):
+    /// the memorization curve (`eval_every`; default: the preset's, off).
+    #[arg(long, value_name = "N")]
+    pub eval_every: Option<usize>,
+    /// Questions in that sample (`eval_sample`; default 32, all facts when there are fewer).
+    #[arg(long, value_name = "N")]
+    pub eval_sample: Option<usize>,
     /// Most new tokens per answer (with --eval).
     #[arg(long, default_value_t = AnswerConfig::default().max_new_tokens)]
     pub max_new_tokens: usize,
@@ -170,6 +179,10 @@ impl TrainArgs {
             t.pack_length = self.pack_length;
         }
         set(&mut t.adapter_compute, self.adapter_compute);
+        set(&mut t.eval_every, self.eval_every);
+        if self.eval_sample.is_some() {
+            t.eval_sample = self.eval_sample;
+        }
         Ok(p)
     }
 }
@@ -207,13 +220,29 @@ pub fn run(a: TrainArgs) -> Result<()> {
         a.model.backend
     );
     let stop = signals::install()?;
-    let done = match trainer.run_until(
+    let curve = (settings.train.eval_every > 0).then(|| {
+        let cfg = AnswerConfig {
+            batch_size: settings.train.batch_size.max(8),
+            max_new_tokens: a.max_new_tokens,
+            stop_ids: session.stop_ids.clone(),
+            interrupt: stop.clone(),
+            ..Default::default()
+        };
+        SampleExactMatch::new(
+            &session.tokenizer,
+            &facts,
+            settings.train.eval_sample_size(),
+            cfg,
+        )
+    });
+    let done = match trainer.run_evaluated(
         session.model,
         &facts,
         &a.out,
         a.resume,
         &Bars::new(true),
         &stop,
+        curve.as_ref().map(|c| c as &dyn EpochEval),
     ) {
         Err(e @ LoraError::Stopped { signal, .. }) => {
             eprintln!(

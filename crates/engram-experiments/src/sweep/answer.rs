@@ -8,10 +8,11 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use engram_baselines::{Measured, Method as AnswerMethod, Retriever, answer_by};
 use engram_facts::Fact;
-use engram_lora::{TrainOutcome, Trainer};
+use engram_lora::{EpochEval, TrainOutcome, Trainer};
 use engram_model::AnswerConfig;
 
 use crate::cells::{Cell, Method};
+use crate::curve::SampleExactMatch;
 use crate::record::MethodMetrics;
 use crate::sweep::runner::Runner;
 use crate::sweep::work::SavedAnswers;
@@ -59,6 +60,16 @@ impl Runner<'_> {
         let mut preset = exp.training.clone();
         preset.train.seed = crate::plan::replicate_seed(exp, cell);
         let s = self.session()?;
+        // The memorization curve (eval_every): greedy exact match on a fixed sample of the
+        // trained questions, answered as the cell answers.
+        let curve = (preset.train.eval_every > 0).then(|| {
+            let cfg = AnswerConfig {
+                stop_ids: s.stop_ids.clone(),
+                interrupt: stop.clone(),
+                ..exp.answer.clone()
+            };
+            SampleExactMatch::new(&s.tokenizer, facts, preset.train.eval_sample_size(), cfg)
+        });
         let trainer = Trainer {
             tokenizer: &s.tokenizer,
             lora: preset.lora_config(rank),
@@ -66,13 +77,14 @@ impl Runner<'_> {
             base_model: exp.model_source(),
         };
         trainer
-            .run_until(
+            .run_evaluated(
                 s.model.clone(),
                 facts,
                 work,
                 true,
                 progress.subtask().as_ref(),
                 &stop,
+                curve.as_ref().map(|c| c as &dyn EpochEval),
             )
             .with_context(|| format!("training into {}", work.display()))
     }
@@ -138,6 +150,12 @@ impl Runner<'_> {
                 trainable_params: t.record.trainable_params,
                 resumed_after_epoch: t.record.resumed_after_epoch,
                 epoch_losses: t.record.epochs.iter().map(|e| e.loss).collect(),
+                curve: t
+                    .record
+                    .epochs
+                    .iter()
+                    .filter_map(|e| e.exact_match.map(|m| (e.epoch, m)))
+                    .collect(),
             },
             (None, m) => method_metrics(m),
         };
