@@ -21,6 +21,7 @@
 pub mod cells;
 pub mod corpus_facts;
 pub mod curve;
+pub mod curve_plot;
 pub mod dry_run;
 pub mod enronqa;
 pub mod error;

@@ -1,11 +1,16 @@
 //! Writing a results directory's rendered views: `table.md`, `table.csv`, `plot.svg`,
-//! `per_fact.md`, `per_fact.csv` (all atomic), from the cell records under `cells/`.
+//! `per_fact.md`, `per_fact.csv` and, where records have memorization curves, `curves.svg` (all
+//! atomic), from the cell records under `cells/`.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::record::ResultsDir;
 use crate::table::{Reference, Table};
+
+/// The memorization curves' picture, written beside [`VIEW_FILES`] when some record has a
+/// curve.
+pub const CURVES_FILE: &str = "curves.svg";
 
 /// The files [`render_dir`] writes, in order.
 pub const VIEW_FILES: [&str; 5] = [
@@ -45,6 +50,12 @@ pub fn render_dir(dir: &Path, compare: Option<&Reference>) -> Result<Rendered> {
     let mut files = Vec::new();
     for (name, text) in VIEW_FILES.into_iter().zip(texts) {
         let path = dir.join(name);
+        engram_io::write_file(&path, text.as_bytes())?;
+        files.push(path);
+    }
+    // The memorization curves, where the records have them (`eval_every`).
+    if let Some(text) = crate::curve_plot::svg(&records) {
+        let path = dir.join(CURVES_FILE);
         engram_io::write_file(&path, text.as_bytes())?;
         files.push(path);
     }

@@ -42,7 +42,11 @@ fn committed_results_re_render_identically() {
     }
     let r = render_dir(tmp.path(), None).unwrap();
     assert!(r.corrupt.is_empty(), "{:?}", r.corrupt);
-    for f in engram_experiments::render::VIEW_FILES {
+    let curves = engram_experiments::render::CURVES_FILE;
+    for f in engram_experiments::render::VIEW_FILES
+        .into_iter()
+        .chain([curves])
+    {
         assert_eq!(
             std::fs::read_to_string(tmp.path().join(f)).unwrap(),
             std::fs::read_to_string(committed.join(f)).unwrap(),

@@ -266,22 +266,28 @@ fn replicates_show_their_mean_and_interval_and_broken_runs_no_accuracy() {
     );
 }
 
+/// A done LoRA cell of `n` facts (half right) at `rank`, replicate `rep`, whose loss fell all
+/// the way (only its memorization `curve` can tell how it went).
+fn curved_lora(n: usize, rank: usize, rep: usize, curve: Vec<(usize, f64)>) -> CellRecord {
+    use engram_experiments::record::MethodMetrics;
+    let mut r = record(n, Method::Lora { rank }, CellStatus::Done, move |i| {
+        2 * i < n
+    });
+    r.cell.replicate = rep;
+    r.metrics.method = Some(MethodMetrics::Lora {
+        final_loss: Some(0.1),
+        epochs: 4,
+        trainable_params: 1,
+        resumed_after_epoch: None,
+        epoch_losses: vec![3.0, 1.0, 0.3, 0.1],
+        curve,
+    });
+    r
+}
+
 #[test]
 fn a_memorization_curve_shows_in_the_per_fact_view_and_a_fallen_one_is_a_collapse() {
-    use engram_experiments::record::MethodMetrics;
-    let lora = |rank: usize, curve: Vec<(usize, f64)>| {
-        let mut r = record(20, Method::Lora { rank }, CellStatus::Done, |i| i < 10);
-        r.metrics.method = Some(MethodMetrics::Lora {
-            final_loss: Some(0.1),
-            epochs: 4,
-            trainable_params: 1,
-            resumed_after_epoch: None,
-            // A loss that fell all the way: only the curve can tell.
-            epoch_losses: vec![3.0, 1.0, 0.3, 0.1],
-            curve,
-        });
-        r
-    };
+    let lora = |rank: usize, curve: Vec<(usize, f64)>| curved_lora(20, rank, 0, curve);
     let recs = vec![
         lora(8, vec![(2, 0.25), (4, 0.5)]),
         lora(64, vec![(2, 0.9), (4, 0.5)]),
@@ -302,4 +308,23 @@ fn a_memorization_curve_shows_in_the_per_fact_view_and_a_fallen_one_is_a_collaps
         t.entries.get(&(20, Method::Lora { rank: 8 })),
         Some(engram_experiments::table::Entry::Accuracy { .. })
     ));
+}
+
+#[test]
+fn curves_are_drawn_where_records_have_them() {
+    let lora =
+        |rank: usize, rep: usize, curve: Vec<(usize, f64)>| curved_lora(10, rank, rep, curve);
+    let without = vec![record(10, Method::Rag, CellStatus::Done, |i| i < 3)];
+    assert!(engram_experiments::curve_plot::svg(&without).is_none());
+    let with = vec![
+        lora(8, 0, vec![(2, 0.25), (4, 0.5)]),
+        lora(8, 1, vec![(2, 0.0), (4, 0.75)]),
+        lora(64, 0, vec![(2, 0.5), (4, 1.0)]),
+    ];
+    let svg = engram_experiments::curve_plot::svg(&with).expect("curves drawn");
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert!(svg.contains("10 facts: exact match on trained questions"));
+    // One legend entry per rank, not per replicate.
+    assert_eq!(svg.matches("\nLoRA r=8\n").count(), 1, "{svg}");
+    assert_eq!(svg.matches("\nLoRA r=64\n").count(), 1, "{svg}");
 }
