@@ -55,6 +55,12 @@ fn cells_run_as_job_arrays_and_give_the_local_table() {
     }
     let dir = tempfile::tempdir().unwrap();
     let exp = tiny_experiment(dir.path());
+    // Two replicates of the LoRA cell (their own cells, ids `-rep1`) with memorization curves:
+    // array tasks run them like any cell, and the table job's table is the local one.
+    let text = read(&exp).replace("rag_k = 2\n", "rag_k = 2\nreplicates = 2\n");
+    std::fs::write(&exp, text).unwrap();
+    let quick = dir.path().join("configs/training/quick.toml");
+    std::fs::write(&quick, read(&quick) + "eval_every = 10\neval_sample = 2\n").unwrap();
     let local = dir.path().join("local");
     ok(engram()
         .args(["sweep", "--no-progress", "--results"])
@@ -73,12 +79,12 @@ fn cells_run_as_job_arrays_and_give_the_local_table() {
         .arg(&r)
         .arg(&exp));
     assert!(
-        out.contains("6 cells to run") && out.contains("table: job"),
+        out.contains("8 cells to run") && out.contains("table: job"),
         "{out}"
     );
     let t0 = Instant::now();
     while !r.join("table.md").exists()
-        || std::fs::read_dir(r.join("cells")).map_or(0, |d| d.count()) < 6
+        || std::fs::read_dir(r.join("cells")).map_or(0, |d| d.count()) < 8
         || !std::fs::read_dir(r.join("launch"))
             .unwrap()
             .flatten()
@@ -110,7 +116,22 @@ fn cells_run_as_job_arrays_and_give_the_local_table() {
         .args(["sweep", "--status", "--results"])
         .arg(&r)
         .arg(&exp));
-    assert!(status.contains("6 done, 0 running"), "{status}");
+    assert!(status.contains("8 done, 0 running"), "{status}");
+    // The replicate's record: its own seed's run, with its curve (epochs 10, 20, 30).
+    let rep = read(&r.join("cells/n4-lora-r4-rep1.json"));
+    let rec: serde_json::Value = serde_json::from_str(&rep).unwrap();
+    assert_eq!(rec["cell"]["replicate"], 1, "{rep}");
+    let curve = rec["metrics"]["curve"].as_array().cloned();
+    assert_eq!(
+        curve.map(|c| c.iter().map(|p| p[0].as_u64().unwrap()).collect::<Vec<_>>()),
+        Some(vec![10, 20, 30]),
+        "{rep}"
+    );
+    assert!(
+        read(&r.join("table.md")).contains("×2"),
+        "{}",
+        read(&r.join("table.md"))
+    );
 }
 
 #[test]
