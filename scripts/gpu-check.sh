@@ -182,10 +182,17 @@ find_nvrtc() {
         [ -f "$c" ] && { echo "$c"; return; }
     done
 }
-use_compiler() {  # use_compiler NAME: that compiler and its own kernel cache for what follows
+# use_compiler NAME: that compiler, its own kernel cache and, for NVRTC with the machine's own
+# headers, the CUDA root holding them, for what follows.
+use_compiler() {
     export CUBECL_CUDA_COMPILER="$1"
     export ENGRAM_KERNEL_CACHE="$kernels_root/$1"
     mkdir -p "$ENGRAM_KERNEL_CACHE"
+    if [ "$1" = nvrtc ] && [ "${nvrtc_headers:-bundle}" != bundle ]; then
+        export CUDA_PATH="$work/cuda-nvrtc"
+    else
+        unset CUDA_PATH
+    fi
 }
 
 chosen=""
@@ -217,11 +224,6 @@ if [ "$backend" = cuda ]; then
                 nvrtc_headers="bundle"
             fi
         fi
-        if [ "$comp" = nvrtc ] && [ "$nvrtc_headers" != bundle ]; then
-            export CUDA_PATH="$work/cuda-nvrtc"
-        else
-            unset CUDA_PATH
-        fi
         use_compiler "$comp"
         t0=$(date +%s)
         step "selftest cuda $comp cold" 80 "$work/selftest-$comp-cold.json" \
@@ -239,11 +241,6 @@ if [ "$backend" = cuda ]; then
     # Neither passed in time: the one that compiled the most kernels in its time runs the rest.
     [ -n "$chosen" ] || chosen="${best_got_comp:-${comps[0]}}"
     use_compiler "$chosen"
-    if [ "$chosen" = nvrtc ] && [ "${nvrtc_headers:-bundle}" != bundle ]; then
-        export CUDA_PATH="$work/cuda-nvrtc"
-    else
-        unset CUDA_PATH
-    fi
     step "selftest cuda $chosen warm" 40 "$work/selftest-warm.json" \
         "$engram" selftest --backend cuda --json "$work/selftest-warm.json"
 else

@@ -5,7 +5,7 @@
 
 use engram_facts::Fact;
 use engram_judge::exact_match;
-use engram_lora::EpochEval;
+use engram_lora::{EpochEval, TrainConfig};
 use engram_model::{AnswerConfig, Llama, answer_questions};
 use engram_tokenizer::ChatTokenizer;
 use rand::SeedableRng;
@@ -54,6 +54,17 @@ impl<'a> SampleExactMatch<'a> {
             answers: idx.iter().map(|&i| facts[i].answer.clone()).collect(),
             cfg,
         }
+    }
+
+    /// The evaluator a run with `train`'s settings asks for: `None` when `eval_every` is off,
+    /// else one of `eval_sample` of `facts`, answering with `cfg`.
+    pub fn for_training(
+        train: &TrainConfig,
+        tokenizer: &'a ChatTokenizer,
+        facts: &[Fact],
+        cfg: AnswerConfig,
+    ) -> Option<Self> {
+        (train.eval_every > 0).then(|| Self::new(tokenizer, facts, train.eval_sample_size(), cfg))
     }
 
     /// Questions in the sample.

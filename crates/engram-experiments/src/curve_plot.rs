@@ -31,12 +31,7 @@ pub fn svg(records: &[CellRecord]) -> Option<String> {
     }
     let mut out = String::new();
     {
-        let sizes: Vec<usize> = curves
-            .iter()
-            .map(|c| c.0)
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let sizes = distinct(&curves, |c| c.0);
         let width = 40 + 380 * sizes.len() as u32;
         let root = SVGBackend::with_string(&mut out, (width, 400)).into_drawing_area();
         draw(&root, &sizes, &curves).expect("drawing into a string cannot fail");
@@ -45,18 +40,19 @@ pub fn svg(records: &[CellRecord]) -> Option<String> {
     Some(out)
 }
 
+/// The distinct values of `key` over `curves`, ascending.
+fn distinct(curves: &[Curve], key: impl Fn(&Curve) -> usize) -> Vec<usize> {
+    let set: std::collections::BTreeSet<usize> = curves.iter().map(key).collect();
+    set.into_iter().collect()
+}
+
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     sizes: &[usize],
     curves: &[Curve],
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
-    let ranks: Vec<usize> = curves
-        .iter()
-        .map(|c| c.1)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let ranks = distinct(curves, |c| c.1);
     let color =
         |rank: usize| Palette99::pick(ranks.iter().position(|&r| r == rank).unwrap_or(0)).to_rgba();
     let last_epoch = curves

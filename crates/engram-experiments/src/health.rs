@@ -33,6 +33,15 @@ pub enum Health {
 }
 
 impl Health {
+    /// `fine`, `diverged` or `collapsed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Health::Fine => "fine",
+            Health::Diverged(_) => "diverged",
+            Health::Collapsed(_) => "collapsed",
+        }
+    }
+
     /// Why, for people (empty when fine).
     pub fn why(&self) -> &str {
         match self {

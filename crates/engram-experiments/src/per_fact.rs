@@ -50,12 +50,21 @@ fn done(records: &[CellRecord]) -> Vec<&CellRecord> {
     v
 }
 
-/// A cell's column label: `n10 LoRA r=8`, and ` rep1` for a further replicate.
-fn label(r: &CellRecord) -> String {
-    match r.cell.replicate {
-        0 => format!("n{} {}", r.cell.facts, r.cell.method.header()),
-        k => format!("n{} {} rep{k}", r.cell.facts, r.cell.method.header()),
+/// A method's label: `LoRA r=8`, and ` rep1` for a further replicate.
+fn method_label(method: Method, replicate: usize) -> String {
+    match replicate {
+        0 => method.header(),
+        k => format!("{} rep{k}", method.header()),
     }
+}
+
+/// A cell's column label: `n10 LoRA r=8`, `n10 LoRA r=8 rep1`.
+fn label(r: &CellRecord) -> String {
+    format!(
+        "n{} {}",
+        r.cell.facts,
+        method_label(r.cell.method, r.cell.replicate)
+    )
 }
 
 /// CSV: one row per fact, one column per cell (`n10 LoRA r=8`), ✓ / ✗ / NA / empty (not in
@@ -88,11 +97,8 @@ pub fn markdown(records: &[CellRecord]) -> String {
     let mut s = String::from("# Per-fact view\n\n## Facts lost as the number of facts grows\n\n");
     s.push_str("Among the facts of the smaller sample: answered right there, wrong at the larger size (lost), or the reverse (gained).\n\n");
     s.push_str("| Method | Sizes | Lost | Gained | Lost facts |\n|---|---|---:|---:|---|\n");
-    for ((m, rep), rs) in &by_method {
-        let name = match rep {
-            0 => m.header(),
-            k => format!("{} rep{k}", m.header()),
-        };
+    for (&(m, rep), rs) in &by_method {
+        let name = method_label(m, rep);
         for pair in rs.windows(2) {
             let (a, b) = (pair[0], pair[1]);
             if a.status == CellStatus::Na || b.status == CellStatus::Na {
@@ -170,8 +176,7 @@ fn curves(recs: &[&CellRecord]) -> String {
             }) if !epoch_losses.is_empty() => {
                 let health = match crate::health::health_of(r) {
                     crate::health::Health::Fine => "fine".to_string(),
-                    crate::health::Health::Diverged(w) => format!("diverged: {w}"),
-                    crate::health::Health::Collapsed(w) => format!("collapsed: {w}"),
+                    h => format!("{}: {}", h.kind(), h.why()),
                 };
                 Some((label(r), epoch_losses, curve, health))
             }
@@ -182,31 +187,33 @@ fn curves(recs: &[&CellRecord]) -> String {
         return String::new();
     }
     let with_curves = rows.iter().any(|r| !r.2.is_empty());
-    let mut s = if with_curves {
-        String::from(
-            "\n## Training curves\n\nEach LoRA cell's mean loss per epoch, its greedy exact match on a fixed sample of the trained (rephrased) questions at the epochs `eval_every` asked (epoch: exact match), and how its training went.\n\n| Cell | Loss per epoch | Exact match during training | Training |\n|---|---|---|---|\n",
+    let (said, column, rule) = if with_curves {
+        (
+            ", its greedy exact match on a fixed sample of the trained (rephrased) questions at the epochs `eval_every` asked (epoch: exact match)",
+            " Exact match during training |",
+            "---|",
         )
     } else {
-        String::from(
-            "\n## Training curves\n\nEach LoRA cell's mean loss per epoch, and how its training went.\n\n| Cell | Loss per epoch | Training |\n|---|---|---|\n",
-        )
+        ("", "", "")
     };
+    let mut s = format!(
+        "\n## Training curves\n\nEach LoRA cell's mean loss per epoch{said}, and how its training went.\n\n| Cell | Loss per epoch |{column} Training |\n|---|---|{rule}---|\n"
+    );
     for (name, losses, curve, health) in rows {
         let text: Vec<String> = losses.iter().map(|l| format!("{l:.3}")).collect();
-        if with_curves {
-            let em: Vec<String> = curve.iter().map(|(e, m)| format!("{e}: {m:.2}")).collect();
-            s.push_str(&format!(
-                "| {name} | {} | {} | {health} |\n",
-                text.join(", "),
-                if em.is_empty() {
-                    "—".to_string()
-                } else {
-                    em.join(", ")
-                }
-            ));
-        } else {
-            s.push_str(&format!("| {name} | {} | {health} |\n", text.join(", ")));
-        }
+        let em = match (with_curves, curve.is_empty()) {
+            (false, _) => String::new(),
+            (true, true) => " — |".to_string(),
+            (true, false) => {
+                let points: Vec<String> =
+                    curve.iter().map(|(e, m)| format!("{e}: {m:.2}")).collect();
+                format!(" {} |", points.join(", "))
+            }
+        };
+        s.push_str(&format!(
+            "| {name} | {} |{em} {health} |\n",
+            text.join(", ")
+        ));
     }
     s
 }

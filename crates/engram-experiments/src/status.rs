@@ -54,8 +54,7 @@ pub fn status(
             (CellState::Done, _) => match dir.read(&id) {
                 Found::Record(r) => match health_of(&r) {
                     Health::Fine => Status::Done,
-                    Health::Diverged(why) => Status::DoneUnhealthy(format!("diverged — {why}")),
-                    Health::Collapsed(why) => Status::DoneUnhealthy(format!("collapsed — {why}")),
+                    h => Status::DoneUnhealthy(format!("{} — {}", h.kind(), h.why())),
                 },
                 _ => Status::Done,
             },

@@ -200,12 +200,10 @@ impl Table {
             );
             for (n, a, b, p) in &pairs {
                 s.push_str(&format!(
-                    "| {n} | {} − {} | {:+.3} [{:+.2}, {:+.2}] | {} | {} | {} |\n",
+                    "| {n} | {} − {} | {} | {} | {} | {} |\n",
                     a.header(),
                     b.header(),
-                    p.difference.mean,
-                    p.difference.low,
-                    p.difference.high,
+                    difference_text(p),
                     p.only_first,
                     p.only_second,
                     p_text(p.p_value)
@@ -372,6 +370,14 @@ impl Table {
         }
         String::from_utf8(w.into_inner().expect("flush")).expect("utf-8")
     }
+}
+
+/// A paired comparison's difference with its 95 % interval: `+0.350 [+0.12, +0.58]`.
+pub fn difference_text(p: &Paired) -> String {
+    format!(
+        "{:+.3} [{:+.2}, {:+.2}]",
+        p.difference.mean, p.difference.low, p.difference.high
+    )
 }
 
 /// A p-value for people: three significant digits, `< 0.001` below that.

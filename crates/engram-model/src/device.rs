@@ -66,7 +66,7 @@ pub fn device_from_name(name: &str) -> Result<Device> {
 /// instead of panicking in the middle of a model load.
 pub fn open_device(name: &str) -> Result<Device> {
     let device = device_from_name(name)?;
-    let kind = name.split(':').next().unwrap_or(name).to_ascii_lowercase();
+    let kind = backend_kind(name);
     if kind == "cuda" {
         // The driver first, outside Burn: a missing libcuda.so.1 panics on the fusion runner
         // thread, and what reaches this thread is only a follow-on panic that names no driver.
@@ -190,28 +190,15 @@ fn nvrtc_ready() -> std::result::Result<(), String> {
             ));
         }
     }
-    let root = std::env::var_os("CUDA_PATH")
-        .map(PathBuf::from)
-        .or_else(|| {
-            CUDA_ROOTS
-                .iter()
-                .map(PathBuf::from)
-                .find(|r| r.join("include/cuda_fp16.h").is_file())
-        });
-    match root {
-        Some(r) if r.join("include/cuda_fp16.h").is_file() => Ok(()),
-        Some(r) => Err(format!(
-            "CUBECL_CUDA_COMPILER=nvrtc, but {} is missing: NVRTC compiles CUDA C++ that includes \
-             the CUDA headers (the CUDA bundle carries them; PyPI nvidia-cuda-runtime-cu12 and \
-             nvidia-cuda-cccl-cu12 ship them)",
-            r.join("include/cuda_fp16.h").display()
-        )),
-        None => Err(format!(
-            "CUBECL_CUDA_COMPILER=nvrtc, but CUDA_PATH is unset and none of {} has \
-             include/cuda_fp16.h",
-            CUDA_ROOTS.join(", ")
-        )),
-    }
+    toolkit_file(cuda_path(), &CUDA_ROOTS, "include/cuda_fp16.h")
+        .map(|_| ())
+        .map_err(|looked| {
+            format!(
+                "CUBECL_CUDA_COMPILER=nvrtc, but the CUDA headers are missing (looked for \
+                 {looked}): NVRTC compiles CUDA C++ that includes them (the CUDA bundle carries \
+                 them; PyPI nvidia-cuda-runtime-cu12 and nvidia-cuda-cccl-cu12 ship them)"
+            )
+        })
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -222,38 +209,47 @@ fn nvrtc_ready() -> std::result::Result<(), String> {
 /// Toolkit locations cubecl-llvm falls back to when `CUDA_PATH` is unset.
 const CUDA_ROOTS: [&str; 4] = ["/usr/local/cuda", "/opt/cuda", "/usr/lib/cuda", "/usr"];
 
+/// Where `libdevice.10.bc` lies under a CUDA root.
+const LIBDEVICE: &str = "nvvm/libdevice/libdevice.10.bc";
+
 /// Where cubecl-llvm will find `libdevice.10.bc` (it links it into kernels that call math
 /// functions: exp, SiLU, softmax): under `$CUDA_PATH`, else the first of [`CUDA_ROOTS`] with an
 /// `nvvm/libdevice` directory. The error lists where it looked.
 pub fn find_libdevice() -> std::result::Result<PathBuf, String> {
-    libdevice_in(
-        std::env::var_os("CUDA_PATH").map(PathBuf::from),
-        &CUDA_ROOTS,
-    )
+    toolkit_file(cuda_path(), &CUDA_ROOTS, LIBDEVICE)
 }
 
-fn libdevice_in(
+/// `$CUDA_PATH`, where set.
+fn cuda_path() -> Option<PathBuf> {
+    std::env::var_os("CUDA_PATH").map(PathBuf::from)
+}
+
+/// The file `rel` under the CUDA root: `cuda_path`, else the first of `roots` that has `rel`'s
+/// directory (as CubeCL picks its root). The error names the file looked for, or where.
+fn toolkit_file(
     cuda_path: Option<PathBuf>,
     roots: &[&str],
+    rel: &str,
 ) -> std::result::Result<PathBuf, String> {
-    let file = |root: &Path| root.join("nvvm/libdevice/libdevice.10.bc");
+    let dir = Path::new(rel).parent().unwrap_or(Path::new(""));
     let root = match cuda_path {
         Some(p) => Some(p),
         None => roots
             .iter()
             .map(Path::new)
-            .find(|r| r.join("nvvm/libdevice").is_dir())
+            .find(|r| r.join(dir).is_dir())
             .map(Path::to_path_buf),
     };
     match root {
-        Some(r) if file(&r).is_file() => Ok(file(&r)),
+        Some(r) if r.join(rel).is_file() => Ok(r.join(rel)),
         Some(r) => Err(format!(
             "{} (from CUDA_PATH or the toolkit found)",
-            file(&r).display()
+            r.join(rel).display()
         )),
         None => Err(format!(
-            "CUDA_PATH is unset and none of {} has nvvm/libdevice",
-            roots.join(", ")
+            "CUDA_PATH is unset and none of {} has {}",
+            roots.join(", "),
+            dir.display()
         )),
     }
 }
@@ -264,13 +260,17 @@ pub fn is_cpu(device: &Device) -> bool {
     device.clone().inner() == Device::flex()
 }
 
+/// The backend a device name asks for, lower-case, without its index: `cuda:1` → `cuda`.
+pub fn backend_kind(name: &str) -> String {
+    name.split(':').next().unwrap_or(name).to_ascii_lowercase()
+}
+
 /// What to call the device opened from `backend` in reports: the name it gives itself (else the
 /// backend's name), with the kernel compiler on CUDA (`NVIDIA H200, nvrtc`).
 pub fn device_label(device: &Device, backend: &str) -> String {
     let name = device_name(device).unwrap_or_else(|| backend.to_string());
-    let kind = backend.split(':').next().unwrap_or(backend);
     match cuda_compiler() {
-        Some(compiler) if kind.eq_ignore_ascii_case("cuda") => format!("{name}, {compiler}"),
+        Some(compiler) if backend_kind(backend) == "cuda" => format!("{name}, {compiler}"),
         _ => name,
     }
 }
@@ -390,9 +390,9 @@ mod tests {
     #[test]
     fn libdevice_is_found_or_the_places_looked_are_named() {
         let tmp = tempfile::tempdir().unwrap();
-        let e = libdevice_in(Some(tmp.path().to_path_buf()), &CUDA_ROOTS).unwrap_err();
+        let e = toolkit_file(Some(tmp.path().to_path_buf()), &CUDA_ROOTS, LIBDEVICE).unwrap_err();
         assert!(e.contains("nvvm/libdevice/libdevice.10.bc"), "{e}");
-        let e = libdevice_in(None, &["/nonexistent-a", "/nonexistent-b"]).unwrap_err();
+        let e = toolkit_file(None, &["/nonexistent-a", "/nonexistent-b"], LIBDEVICE).unwrap_err();
         assert!(
             e.contains("CUDA_PATH is unset") && e.contains("/nonexistent-b"),
             "{e}"
@@ -400,7 +400,7 @@ mod tests {
         let dir = tmp.path().join("nvvm/libdevice");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("libdevice.10.bc"), b"BC").unwrap();
-        let found = libdevice_in(Some(tmp.path().to_path_buf()), &CUDA_ROOTS).unwrap();
+        let found = toolkit_file(Some(tmp.path().to_path_buf()), &CUDA_ROOTS, LIBDEVICE).unwrap();
         assert_eq!(found, dir.join("libdevice.10.bc"));
     }
 

@@ -49,8 +49,8 @@ pub use answer::{
 pub use burn;
 pub use config::{LlamaConfig, RopeScaling};
 pub use device::{
-    available_backends, cuda_compiler, device_from_name, device_label, device_memory, device_name,
-    is_cpu, open_device,
+    available_backends, backend_kind, cuda_compiler, device_from_name, device_label, device_memory,
+    device_name, is_cpu, open_device,
 };
 pub use error::{ModelError, Result};
 pub use generate::{

@@ -48,8 +48,7 @@ const STEP_TOL_TF32: f64 = 5e-2;
 
 /// The logit and LoRA-step tolerances for `backend`: TF32's on CUDA, f32's elsewhere.
 fn tolerances(backend: &str) -> (f64, f64) {
-    let kind = backend.split(':').next().unwrap_or(backend);
-    if kind.eq_ignore_ascii_case("cuda") {
+    if engram_model::backend_kind(backend) == "cuda" {
         (LOGIT_TOL_TF32, STEP_TOL_TF32)
     } else {
         (LOGIT_TOL, STEP_TOL)

@@ -81,10 +81,8 @@ pub fn run(a: TableArgs) -> Result<()> {
         println!("|---:|---:|---:|---:|---:|---:|");
         for (n, p) in rows {
             println!(
-                "| {n} | {:+.3} [{:+.2}, {:+.2}] | {} | {} | {} | {} |",
-                p.difference.mean,
-                p.difference.low,
-                p.difference.high,
+                "| {n} | {} | {} | {} | {} | {} |",
+                engram_experiments::table::difference_text(&p),
                 p.only_first,
                 p.only_second,
                 p.pairs,

@@ -220,21 +220,14 @@ pub fn run(a: TrainArgs) -> Result<()> {
         a.model.backend
     );
     let stop = signals::install()?;
-    let curve = (settings.train.eval_every > 0).then(|| {
-        let cfg = AnswerConfig {
-            batch_size: settings.train.batch_size.max(8),
-            max_new_tokens: a.max_new_tokens,
-            stop_ids: session.stop_ids.clone(),
-            interrupt: stop.clone(),
-            ..Default::default()
-        };
-        SampleExactMatch::new(
-            &session.tokenizer,
-            &facts,
-            settings.train.eval_sample_size(),
-            cfg,
-        )
-    });
+    let cfg = AnswerConfig {
+        batch_size: settings.train.batch_size.max(8),
+        max_new_tokens: a.max_new_tokens,
+        stop_ids: session.stop_ids.clone(),
+        interrupt: stop.clone(),
+        ..Default::default()
+    };
+    let curve = SampleExactMatch::for_training(&settings.train, &session.tokenizer, &facts, cfg);
     let done = match trainer.run_evaluated(
         session.model,
         &facts,

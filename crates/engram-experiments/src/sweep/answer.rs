@@ -62,14 +62,12 @@ impl Runner<'_> {
         let s = self.session()?;
         // The memorization curve (eval_every): greedy exact match on a fixed sample of the
         // trained questions, answered as the cell answers.
-        let curve = (preset.train.eval_every > 0).then(|| {
-            let cfg = AnswerConfig {
-                stop_ids: s.stop_ids.clone(),
-                interrupt: stop.clone(),
-                ..exp.answer.clone()
-            };
-            SampleExactMatch::new(&s.tokenizer, facts, preset.train.eval_sample_size(), cfg)
-        });
+        let cfg = AnswerConfig {
+            stop_ids: s.stop_ids.clone(),
+            interrupt: stop.clone(),
+            ..exp.answer.clone()
+        };
+        let curve = SampleExactMatch::for_training(&preset.train, &s.tokenizer, facts, cfg);
         let trainer = Trainer {
             tokenizer: &s.tokenizer,
             lora: preset.lora_config(rank),
