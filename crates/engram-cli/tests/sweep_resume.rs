@@ -276,19 +276,26 @@ fn two_sweeps_at_once_run_each_cell_once_and_log_without_a_terminal() {
     assert!(!lock.exists());
 }
 
-#[test]
-fn devices_run_a_worker_each_and_every_cell_once_to_the_local_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let exp = tiny_experiment(dir.path());
-    let local = dir.path().join("local");
-    run_ok(sweep(&exp, &local));
-    let r = dir.path().join("devices");
-    let mut c = sweep(&exp, &r);
+/// `exp` swept locally into `dir/local` and with `--devices cpu,cpu` into `dir/devices`, both
+/// succeeding: the two directories, the device sweep's log and its stdout (the table).
+fn local_and_on_two_devices(exp: &Path, dir: &Path) -> (PathBuf, PathBuf, String, String) {
+    let local = dir.join("local");
+    run_ok(sweep(exp, &local));
+    let r = dir.join("devices");
+    let mut c = sweep(exp, &r);
     c.args(["--devices", "cpu,cpu"]);
     let out = c.output().unwrap();
     let log = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{log}");
     let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    (local, r, log, table)
+}
+
+#[test]
+fn devices_run_a_worker_each_and_every_cell_once_to_the_local_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tiny_experiment(dir.path());
+    let (local, r, log, table) = local_and_on_two_devices(&exp, dir.path());
     assert!(table.contains("| 8 |"), "the table is printed: {table}");
     assert!(log.contains("2 workers (cpu, cpu)"), "{log}");
     for id in TINY_CELLS {
@@ -318,4 +325,44 @@ fn devices_run_a_worker_each_and_every_cell_once_to_the_local_table() {
         !out.status.success() && err.contains("--devices entry 1: tpu:0"),
         "{err}"
     );
+}
+
+#[test]
+fn replicates_with_resampled_facts_spread_over_devices_to_the_local_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tiny_experiment(dir.path());
+    let text = read(&exp).replace(
+        "rag_k = 2\n",
+        "rag_k = 2\nreplicates = 2\nresample_facts = true\n",
+    );
+    std::fs::write(&exp, text).unwrap();
+    let dry = stdout_ok({
+        let mut c = sweep(&exp, &dir.path().join("dry"));
+        c.arg("--dry-run");
+        c
+    });
+    assert!(dry.contains("n8-long-context-rep1"), "{dry}");
+    let (local, r, log, _) = local_and_on_two_devices(&exp, dir.path());
+    // Every method twice per size: 2 sizes × 3 methods × 2 replicates.
+    assert!(log.contains("12 of 12 cells done on 2 devices"), "{log}");
+    let table = read(&r.join("table.md"));
+    assert_eq!(table, read(&local.join("table.md")));
+    assert!(table.contains("Facts resampled per replicate"), "{table}");
+    assert!(table.contains(" ×2"), "{table}");
+    // Replicate 1 answered a sample of its own, which its RAG and LoRA cells share.
+    let ids = |id: &str| -> Vec<String> {
+        let rec: serde_json::Value =
+            serde_json::from_str(&read(&r.join("cells").join(format!("{id}.json")))).unwrap();
+        let mut ids: Vec<String> = rec["questions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_ne!(ids("n4-rag"), ids("n4-rag-rep1"));
+    assert_eq!(ids("n4-rag-rep1"), ids("n4-lora-r4-rep1"));
+    assert_eq!(ids("n4-rag"), ids("n4-lora-r4"));
 }

@@ -94,19 +94,29 @@ pub fn expand(exp: &Experiment) -> Vec<Cell> {
     let mut ranks = exp.methods.lora_ranks.clone();
     ranks.sort_unstable();
     ranks.dedup();
+    let mut methods = Vec::new();
+    if exp.methods.long_context {
+        methods.push(Method::LongContext);
+    }
+    if exp.methods.rag {
+        methods.push(Method::Rag);
+    }
+    methods.extend(ranks.into_iter().map(|rank| Method::Lora { rank }));
+    let replicates = exp.methods.replicates.max(1);
     let mut cells = Vec::new();
     for &facts in &sizes {
-        if exp.methods.long_context {
-            cells.push(Cell::new(facts, Method::LongContext));
-        }
-        if exp.methods.rag {
-            cells.push(Cell::new(facts, Method::Rag));
-        }
-        for &rank in &ranks {
-            for replicate in 0..exp.methods.replicates.max(1) {
+        for &method in &methods {
+            // Long context and RAG answer greedily: a further run of theirs differs only on
+            // facts of its own.
+            let runs = match method {
+                Method::Lora { .. } => replicates,
+                _ if exp.methods.resample_facts => replicates,
+                _ => 1,
+            };
+            for replicate in 0..runs {
                 cells.push(Cell {
                     replicate,
-                    ..Cell::new(facts, Method::Lora { rank })
+                    ..Cell::new(facts, method)
                 });
             }
         }

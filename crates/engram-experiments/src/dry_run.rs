@@ -102,7 +102,7 @@ pub fn dry_run(exp: &Experiment, results: &Path, only: &[String], flops: f64) ->
     ));
     let (mut total_s, mut pending) = (0.0, 0);
     for planned in &cells {
-        let (cell, facts) = (&planned.cell, &samples[&planned.cell.facts]);
+        let (cell, facts) = (&planned.cell, samples.of(&planned.cell));
         // Placeholder facts hash differently from the real ones: a record's state is unknown.
         let status = match planned.state {
             CellState::Missing | CellState::Corrupt(_) => planned.state.label(),

@@ -130,9 +130,19 @@ pub struct MethodsSpec {
     /// adapters' initialization, dropout masks and shuffle) and a record of its own
     /// (`n10-lora-r8`, `n10-lora-r8-rep1`, …); the table shows their mean with a bootstrap
     /// interval over facts and replicates. Long context and RAG answer greedily from the same
-    /// facts, so they run once.
+    /// facts, so they run once (unless `resample_facts`).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub replicates: usize,
+    /// Whether replicate k also draws its own fact sample (the `[facts]` seed + k; replicate 0
+    /// keeps the experiment's sample): the table's interval then covers the choice of facts as
+    /// well. Every method runs once per replicate, each on that replicate's facts, so that
+    /// methods stay paired fact for fact within a replicate.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub resample_facts: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn one() -> usize {
@@ -343,6 +353,13 @@ impl Experiment {
             return Err(self.bad(
                 "methods.replicates = 0: a cell needs at least one run (1 is the default)".into(),
             ));
+        }
+        if m.resample_facts && m.replicates < 2 {
+            return Err(self.bad(format!(
+                "methods.resample_facts = true with methods.replicates = {}: a new fact sample \
+                 needs a further replicate (set replicates ≥ 2)",
+                m.replicates
+            )));
         }
         if m.lora_ranks.contains(&0) {
             return Err(self.bad("methods.lora_ranks: a rank must be ≥ 1".into()));

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use engram_facts::{Fact, nested_samples, read_facts};
 
+use crate::cells::Cell;
 use crate::error::{ExperimentError, Result};
 use crate::experiment::Experiment;
 use crate::{corpus_facts, enronqa};
@@ -60,21 +61,56 @@ pub fn load_pool(exp: &Experiment) -> Result<(Vec<Fact>, String)> {
     }
 }
 
-/// The nested fact samples of every size, keyed by size.
-pub fn samples(
-    exp: &Experiment,
-    pool: &[Fact],
-    source: &str,
-) -> Result<BTreeMap<usize, Vec<Fact>>> {
+/// The fact samples of an experiment: for each draw, the nested samples of every size (each
+/// smaller sample inside every larger one). There is one draw (the `[facts]` seed) unless
+/// `[methods] resample_facts` gives replicate k a draw of its own (seed + k).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Samples {
+    /// Draw k's samples, keyed by size.
+    draws: Vec<BTreeMap<usize, Vec<Fact>>>,
+}
+
+impl Samples {
+    /// The facts `cell` answers: its size's sample of its replicate's draw.
+    pub fn of(&self, cell: &Cell) -> &[Fact] {
+        let draw = &self.draws[cell.replicate.min(self.draws.len() - 1)];
+        &draw[&cell.facts]
+    }
+
+    /// The sizes, smallest first.
+    pub fn sizes(&self) -> Vec<usize> {
+        self.draws[0].keys().copied().collect()
+    }
+
+    /// The number of draws (1 unless facts are resampled per replicate).
+    pub fn draws(&self) -> usize {
+        self.draws.len()
+    }
+}
+
+/// The fact samples of every size for every draw `exp` asks for.
+pub fn samples(exp: &Experiment, pool: &[Fact], source: &str) -> Result<Samples> {
     let mut sizes = exp.facts.sizes.clone();
     sizes.sort_unstable();
     sizes.dedup();
-    let sets =
-        nested_samples(pool, &sizes, exp.facts.seed).map_err(|e| ExperimentError::TooFewFacts {
-            experiment: exp.path.clone(),
-            wanted: e.wanted,
-            available: e.available,
-            source_desc: source.to_string(),
-        })?;
-    Ok(sizes.into_iter().zip(sets).collect())
+    let draws = if exp.methods.resample_facts {
+        exp.methods.replicates
+    } else {
+        1
+    };
+    let draws = (0..draws as u64)
+        .map(|k| {
+            let sets =
+                nested_samples(pool, &sizes, exp.facts.seed.wrapping_add(k)).map_err(|e| {
+                    ExperimentError::TooFewFacts {
+                        experiment: exp.path.clone(),
+                        wanted: e.wanted,
+                        available: e.available,
+                        source_desc: source.to_string(),
+                    }
+                })?;
+            Ok(sizes.iter().copied().zip(sets).collect())
+        })
+        .collect::<Result<_>>()?;
+    Ok(Samples { draws })
 }

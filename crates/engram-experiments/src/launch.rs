@@ -107,7 +107,7 @@ pub fn freeze(
     for p in planned.into_iter().filter(PlannedCell::runs) {
         let e = arch
             .as_ref()
-            .map(|(cfg, _)| estimate(exp, cfg, &p.cell, &samples[&p.cell.facts], flops));
+            .map(|(cfg, _)| estimate(exp, cfg, &p.cell, samples.of(&p.cell), flops));
         let class = class_gb(e.as_ref().map(|e| e.peak_bytes));
         let (s, b) = e.map_or((0.0, 0.0), |e| (e.seconds, e.peak_bytes));
         let cell = FrozenCell {

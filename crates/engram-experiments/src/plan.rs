@@ -3,13 +3,12 @@
 //! was made with another configuration), failed, or with a corrupt record. The sweep runs what
 //! is not done; `--dry-run` lists the same plan with estimates.
 
-use std::collections::BTreeMap;
-
 use engram_facts::Fact;
 use serde_json::{Value, json};
 
 use crate::cells::{Cell, Method, expand, select};
 use crate::experiment::Experiment;
+use crate::facts::Samples;
 use crate::record::{CellStatus, Found, ResultsDir, hash_json};
 
 /// Where a cell stands before the sweep.
@@ -97,7 +96,6 @@ pub fn cell_config(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Value {
             // (and so the hash) cells had before replicates existed.
             if cell.replicate > 0 {
                 cfg["training"]["seed"] = json!(replicate_seed(exp, cell));
-                cfg["replicate"] = json!(cell.replicate);
             }
         }
         Method::Rag => {
@@ -108,6 +106,11 @@ pub fn cell_config(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Value {
             });
         }
         Method::LongContext => {}
+    }
+    // A further replicate of long context or RAG exists only on facts of its own draw (their
+    // hash already differs); it is named all the same.
+    if cell.replicate > 0 {
+        cfg["replicate"] = json!(cell.replicate);
     }
     cfg
 }
@@ -132,17 +135,17 @@ pub fn state_of(results: &ResultsDir, id: &str, hash: &str) -> CellState {
 }
 
 /// The cells of `exp` that `only` selects (all when empty), in table order, each with its
-/// configuration and its state in `results`. `samples` holds the facts of every size.
+/// configuration and its state in `results`. `samples` holds the facts of every cell.
 pub fn plan(
     exp: &Experiment,
-    samples: &BTreeMap<usize, Vec<Fact>>,
+    samples: &Samples,
     results: &ResultsDir,
     only: &[String],
 ) -> Vec<PlannedCell> {
     select(&expand(exp), only)
         .into_iter()
         .map(|cell| {
-            let config = cell_config(exp, &cell, &samples[&cell.facts]);
+            let config = cell_config(exp, &cell, samples.of(&cell));
             let hash = hash_json(&config);
             let state = state_of(results, &cell.id(), &hash);
             PlannedCell {

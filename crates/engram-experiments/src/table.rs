@@ -31,8 +31,11 @@ pub enum Entry {
         /// Each replicate's accuracy, by replicate index.
         replicates: Vec<f64>,
         /// Each replicate's outcome per fact (1 right, 0 not), the facts in the order of
-        /// [`Table::facts`].
+        /// `runs`' ids.
         outcomes: Vec<Vec<f64>>,
+        /// What each row of `outcomes` is: its replicate and its facts' ids, sorted (the order
+        /// of its outcomes; the same for every row unless facts are resampled per replicate).
+        runs: Vec<(usize, Vec<String>)>,
         /// Replicates left out because their training went wrong: (replicate, why).
         excluded: Vec<(usize, String)>,
     },
@@ -60,7 +63,8 @@ pub struct Table {
     pub methods: Vec<Method>,
     /// The entries.
     pub entries: BTreeMap<(usize, Method), Entry>,
-    /// The fact ids of each size, in the order of [`Entry::Accuracy`]'s `outcomes`.
+    /// The fact ids of each size, in the order of [`Entry::Accuracy`]'s `outcomes` (the first
+    /// run's: with facts resampled per replicate each run has its own, in `runs`).
     pub facts: BTreeMap<usize, Vec<String>>,
 }
 
@@ -96,8 +100,7 @@ impl Table {
             .into_iter()
             .map(|(key, mut group)| {
                 group.sort_by_key(|r| r.cell.replicate);
-                let ids = facts.get(&key.0).cloned().unwrap_or_default();
-                (key, entry(&group, &ids))
+                (key, entry(&group))
             })
             .collect();
         Self {
@@ -157,6 +160,13 @@ impl Table {
              (LoRA trained with k seeds) their mean and a bootstrap over facts and replicates. \
              NA: the facts do not fit the context window.",
         );
+        if self.resampled() {
+            s.push_str(
+                " Facts resampled per replicate: replicate k of every method answers its own \
+                 sample of each size, so the interval covers the choice of facts too, and \
+                 methods are paired within a replicate.",
+            );
+        }
         if let Some(r) = compare {
             s.push_str(&format!(
                 " In parentheses: {}; `*` where the interval excludes it.",
@@ -271,13 +281,34 @@ impl Table {
             })
     }
 
-    /// `a` against `b` at `n` facts, where both have judged answers.
+    /// Whether some cell's runs answered different facts (`[methods] resample_facts`).
+    pub fn resampled(&self) -> bool {
+        self.entries.values().any(|e| match e {
+            Entry::Accuracy { runs, .. } => runs.windows(2).any(|w| w[0].1 != w[1].1),
+            _ => false,
+        })
+    }
+
+    /// `a` against `b` at `n` facts, where both have judged answers: their runs on the same
+    /// facts paired — the same replicate, or a single run (long context and RAG answering
+    /// greedily once) with each replicate of the other.
     pub fn paired(&self, n: usize, a: Method, b: Method) -> Option<Paired> {
-        let outcomes = |m| match self.entries.get(&(n, m)) {
-            Some(Entry::Accuracy { outcomes, .. }) => Some(outcomes),
+        let runs = |m| match self.entries.get(&(n, m)) {
+            Some(Entry::Accuracy { outcomes, runs, .. }) => Some((outcomes, runs)),
             _ => None,
         };
-        crate::stats::paired(outcomes(a)?, outcomes(b)?, BOOTSTRAP_SEED)
+        let ((xa, ra), (xb, rb)) = (runs(a)?, runs(b)?);
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        for (i, (rep_a, ids_a)) in ra.iter().enumerate() {
+            for (j, (rep_b, ids_b)) in rb.iter().enumerate() {
+                let same_run = rep_a == rep_b || ra.len() == 1 || rb.len() == 1;
+                if same_run && ids_a == ids_b {
+                    first.push(xa[i].clone());
+                    second.push(xb[j].clone());
+                }
+            }
+        }
+        crate::stats::paired(&first, &second, BOOTSTRAP_SEED)
     }
 
     /// Every size where both have judged answers: `a` against `b`.
@@ -391,7 +422,7 @@ pub fn p_text(p: f64) -> String {
 
 /// The entry of one (size, method): its replicates' records, by replicate index; `ids` the
 /// facts of the size in id order.
-fn entry(group: &[&CellRecord], ids: &[String]) -> Entry {
+fn entry(group: &[&CellRecord]) -> Entry {
     let mut done = Vec::new();
     let mut excluded = Vec::new();
     let (mut na, mut unhealthy) = (false, None);
@@ -416,9 +447,20 @@ fn entry(group: &[&CellRecord], ids: &[String]) -> Entry {
             _ => Entry::Failed,
         };
     }
-    let outcomes: Vec<Vec<f64>> = done
+    // Each run's outcomes over its own facts, by id (the facts of a size are one set unless
+    // resampled per replicate).
+    let runs: Vec<(usize, Vec<String>)> = done
         .iter()
         .map(|r| {
+            let mut ids: Vec<String> = r.questions.iter().map(|q| q.id.clone()).collect();
+            ids.sort();
+            (r.cell.replicate, ids)
+        })
+        .collect();
+    let outcomes: Vec<Vec<f64>> = done
+        .iter()
+        .zip(&runs)
+        .map(|(r, (_, ids))| {
             let right: BTreeMap<&str, bool> = r
                 .questions
                 .iter()
@@ -463,6 +505,7 @@ fn entry(group: &[&CellRecord], ids: &[String]) -> Entry {
         interval,
         replicates,
         outcomes,
+        runs,
         excluded,
     }
 }

@@ -34,7 +34,7 @@ fn shipped_experiments_load() {
     );
     let (pool, _) = load_pool(&exp).unwrap();
     let s = samples(&exp, &pool, "smoke").unwrap();
-    assert_eq!(s.keys().copied().collect::<Vec<_>>(), vec![10, 20]);
+    assert_eq!(s.sizes(), vec![10, 20]);
     assert_eq!(exp.methods.replicates, 3);
     // 2 fact counts × (long context + RAG + 2 ranks × 3 replicates).
     assert_eq!(expand(&exp).len(), 16);
@@ -206,12 +206,12 @@ fn replicates_are_cells_of_their_own_and_the_first_keeps_its_hash() {
     let (pool, src) = load_pool(&three).unwrap();
     let s = samples(&three, &pool, &src).unwrap();
     let cells = expand(&three);
-    let hash = |e: &Experiment, i: usize| hash_json(&cell_config(e, &cells[i], &s[&2]));
+    let hash = |e: &Experiment, i: usize| hash_json(&cell_config(e, &cells[i], s.of(&cells[i])));
     // The first replicate (and RAG) hash as without replicates: their records stay done.
     assert_eq!(hash(&three, 0), hash(&one, 0));
     assert_eq!(hash(&three, 1), hash(&one, 1));
     // Further replicates train with seeds of their own.
-    let cfg = cell_config(&three, &cells[2], &s[&2]);
+    let cfg = cell_config(&three, &cells[2], s.of(&cells[2]));
     assert_eq!(cfg["training"]["seed"], three.training.train.seed + 1);
     assert_eq!(cfg["replicate"], 1);
     assert_ne!(hash(&three, 2), hash(&three, 1));
@@ -224,4 +224,70 @@ fn replicates_are_cells_of_their_own_and_the_first_keeps_its_hash() {
     );
     let e = load("replicate = 2").unwrap_err().to_string();
     assert!(e.contains("x.toml") && e.contains("replicate"), "{e}");
+}
+
+#[test]
+fn resampled_facts_give_every_method_a_run_per_replicate_on_facts_of_its_own() {
+    use engram_experiments::plan::cell_config;
+    use engram_experiments::record::hash_json;
+    let t = Tree::new();
+    t.write("experiments/facts.jsonl", &facts(12));
+    let load = |extra: &str| {
+        let text = format!(
+            "model = \"m\"\ntraining = \"t\"\njudge = \"j\"\n[facts]\nsource = \"jsonl\"\npath = \"facts.jsonl\"\nsizes = [2, 4]\n\n[methods]\nlora_ranks = [4]\nrag = true\n{extra}\n"
+        );
+        let p = t.write("experiments/x.toml", &text);
+        Experiment::load(&p, &default_configs_dir(&p))
+    };
+    let same = load("replicates = 2").unwrap();
+    let fresh = load("replicates = 2\nresample_facts = true").unwrap();
+    let ids: Vec<String> = expand(&fresh).iter().map(|c| c.id()).collect();
+    assert_eq!(
+        ids,
+        [
+            "n2-rag",
+            "n2-rag-rep1",
+            "n2-lora-r4",
+            "n2-lora-r4-rep1",
+            "n4-rag",
+            "n4-rag-rep1",
+            "n4-lora-r4",
+            "n4-lora-r4-rep1"
+        ]
+    );
+    let (pool, src) = load_pool(&fresh).unwrap();
+    let (s_same, s_fresh) = (
+        samples(&same, &pool, &src).unwrap(),
+        samples(&fresh, &pool, &src).unwrap(),
+    );
+    assert_eq!((s_same.draws(), s_fresh.draws()), (1, 2));
+    let cells = expand(&fresh);
+    let fact_ids = |f: &[engram_facts::Fact]| f.iter().map(|f| f.id.clone()).collect::<Vec<_>>();
+    // Replicate 0 keeps the experiment's sample (and so its hash); replicate 1 draws its own,
+    // nested across sizes like the first, and RAG and LoRA of one replicate share it.
+    assert_eq!(
+        fact_ids(s_fresh.of(&cells[0])),
+        fact_ids(s_same.of(&cells[0]))
+    );
+    let (rag1, lora1, rag1_n4) = (&cells[1], &cells[3], &cells[5]);
+    assert_ne!(fact_ids(s_fresh.of(rag1)), fact_ids(s_fresh.of(&cells[0])));
+    assert_eq!(fact_ids(s_fresh.of(rag1)), fact_ids(s_fresh.of(lora1)));
+    assert_eq!(s_fresh.of(rag1_n4)[..2], *s_fresh.of(rag1));
+    let hash = |e: &Experiment, s: &engram_experiments::facts::Samples, i: usize| {
+        let c = &expand(e)[i];
+        hash_json(&cell_config(e, c, s.of(c)))
+    };
+    let same_rag = expand(&same)
+        .iter()
+        .position(|c| c.id() == "n2-rag")
+        .unwrap();
+    assert_eq!(hash(&fresh, &s_fresh, 0), hash(&same, &s_same, same_rag));
+    let cfg = cell_config(&fresh, rag1, s_fresh.of(rag1));
+    assert_eq!(cfg["replicate"], 1);
+
+    let e = load("resample_facts = true").unwrap_err().to_string();
+    assert!(
+        e.contains("x.toml") && e.contains("methods.resample_facts = true"),
+        "{e}"
+    );
 }

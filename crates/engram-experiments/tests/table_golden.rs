@@ -328,3 +328,46 @@ fn curves_are_drawn_where_records_have_them() {
     assert_eq!(svg.matches("\nLoRA r=8\n").count(), 1, "{svg}");
     assert_eq!(svg.matches("\nLoRA r=64\n").count(), 1, "{svg}");
 }
+
+#[test]
+fn resampled_runs_are_scored_on_their_own_facts_and_paired_within_a_replicate() {
+    use engram_experiments::table::Entry;
+    // Replicate k answers facts f{100k}…: each run's own sample.
+    let run = |method: Method, rep: usize, right: fn(usize) -> bool| {
+        let mut r = record(10, method, CellStatus::Done, right);
+        r.cell.replicate = rep;
+        r.cell_id = r.cell.id();
+        for (i, q) in r.questions.iter_mut().enumerate() {
+            q.id = format!("f{:03}", 100 * rep + i);
+        }
+        r
+    };
+    let lora = Method::Lora { rank: 8 };
+    let recs = vec![
+        run(Method::Rag, 0, |i| i < 4),
+        run(Method::Rag, 1, |i| i < 6),
+        run(lora, 0, |i| i < 8),
+        run(lora, 1, |i| i < 10),
+    ];
+    let t = Table::from_records(&recs);
+    assert!(t.resampled());
+    let Some(Entry::Accuracy {
+        value, replicates, ..
+    }) = t.entries.get(&(10, lora))
+    else {
+        panic!("{:?}", t.entries)
+    };
+    // Replicate 1 is scored on its own facts (10/10), not on replicate 0's ids (0/10).
+    assert_eq!(replicates, &vec![0.8, 1.0]);
+    assert!((value - 0.9).abs() < 1e-12);
+    // Pairs only within a replicate: 4 + 4 answers only LoRA got right, over 20 pairs.
+    let p = t.paired(10, lora, Method::Rag).unwrap();
+    assert_eq!((p.only_first, p.only_second, p.pairs), (8, 0, 20));
+    assert!(t.markdown(None).contains("Facts resampled per replicate"));
+    // A run of one method on facts the other never answered is not paired with it.
+    let t = Table::from_records(&recs[..3]);
+    let p = t.paired(10, lora, Method::Rag).unwrap();
+    assert_eq!(p.pairs, 10);
+    // Without resampling, nothing of this shows.
+    assert!(!Table::from_records(&records()).resampled());
+}

@@ -122,11 +122,15 @@ pub fn run_sweep(
         exp.name,
         planned.len(),
         samples
-            .keys()
+            .sizes()
+            .iter()
             .map(usize::to_string)
             .collect::<Vec<_>>()
             .join("/"),
-        source,
+        match samples.draws() {
+            1 => source,
+            k => format!("{source}, {k} draws"),
+        },
         opts.results.display()
     ));
     let mut skipped = report_plan(&planned, progress);
@@ -169,7 +173,7 @@ pub fn run_sweep(
             continue;
         }
         progress.note(&format!("{id}: started"));
-        let record = match runner.run_guarded(plan, &samples[&plan.cell.facts]) {
+        let record = match runner.run_guarded(plan, samples.of(&plan.cell)) {
             CellOutcome::Record(r) => r,
             CellOutcome::Stopped(why) => {
                 progress.note(&format!(
