@@ -9,7 +9,7 @@
 //! the largest part of a decode step's attention, and 7 % of a batch-16 step. Both functions here do exactly the operations of glibc 2.36's `__expf_fma` (the
 //! same constants, the same three fused multiply-adds, the same special cases), so they give
 //! its bits: checked for every non-positive f32 (all that softmax takes) on the dev machine,
-//! see README "CPU inference"; the tests check the two functions against each other bit for bit
+//! see docs/src/command-line.md (`engram bench generate`); the tests check the two functions against each other bit for bit
 //! and against f64's `exp`. `f64::mul_add` is a fused multiply-add on every target (a correctly
 //! rounded libm `fma` where the CPU has none), so the scalar function gives the same bits
 //! everywhere, whatever the platform's own `expf`.

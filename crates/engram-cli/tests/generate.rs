@@ -27,7 +27,7 @@ fn answer(mode: &str) -> String {
 fn generation_runs_exact_or_llama_cpp_s_products() {
     // Exact products (the default) answer as transformers does on this file. llama.cpp's
     // products (Q8 activations) move this answer — llama.cpp's own server answers
-    // "L'Étoile, la Marseillaise, …" (README, CPU inference) — and so do engram's.
+    // "L'Étoile, la Marseillaise, …" (docs/src/command-line.md, `bench generate`) — and so do engram's.
     let exact = answer("exact");
     assert!(exact.contains("Paris"), "{exact}");
     let q8 = answer("q8");

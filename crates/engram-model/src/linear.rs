@@ -118,7 +118,7 @@ pub(crate) fn join(linears: &mut [&mut Linear]) -> Option<Param<Tensor<2>>> {
 /// dropout mask for them all, and autodiff keeps one masked copy of `x` for the backward pass
 /// instead of one per adapter. PEFT draws an independent mask per adapter: each adapter sees
 /// the same dropout distribution here, but q, k and v (and gate and up) see the same draw
-/// (README, "Numerics").
+/// (docs/src/numerics.md).
 pub fn shared_adapter_input<const D: usize>(
     linears: &[&Linear],
     x: &Tensor<D>,

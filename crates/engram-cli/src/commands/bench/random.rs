@@ -348,7 +348,7 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         device.memory_cleanup();
     }
     println!(
-        "(MFU against {}; FLOPs count the step's matmuls: README, \"GPUs\")",
+        "(MFU against {}; FLOPs count the step's matmuls: docs/src/backends-and-gpus.md)",
         peak.map_or("no known peak: pass --peak-tflops".into(), |p| format!(
             "{p} TFLOP/s"
         ))
