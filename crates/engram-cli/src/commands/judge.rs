@@ -45,8 +45,13 @@ pub struct JudgeArgs {
     /// Where to write the verdicts (JSONL).
     #[arg(long)]
     pub out: PathBuf,
-    /// A judge preset (`configs/judges/*.toml`, as sweeps use them) instead of the flags below.
-    #[arg(long, conflicts_with = "judge")]
+    /// A judge preset (`configs/judges/*.toml`, as sweeps use them) instead of the flags below
+    /// (each of which is then an error: the preset sets it; `--cache` applies to a preset that
+    /// names no cache).
+    #[arg(long, conflicts_with_all = [
+        "judge", "f1_threshold", "recall_threshold", "base_url", "judge_model", "api_key_env",
+        "prompt", "verdict_format", "concurrency",
+    ])]
     pub preset: Option<PathBuf>,
     /// The judge.
     #[arg(long, value_enum, default_value = "token-f1")]
