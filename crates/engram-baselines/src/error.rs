@@ -12,6 +12,9 @@ pub enum BaselineError {
     /// From reading the encoder's weights.
     #[error(transparent)]
     Checkpoint(#[from] engram_checkpoint::CheckpointError),
+    /// An index with nothing to index.
+    #[error(transparent)]
+    Bm25(#[from] engram_retrieval::Bm25Error),
     /// A bad setting or input (empty fact set, no questions...).
     #[error("{0}")]
     Bad(String),

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use engram_baselines::Bm25Index;
 use engram_corpus::Document;
 use engram_judge::{Judge, JudgeError, JudgeItem};
+use engram_retrieval::Bm25Index;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
