@@ -260,9 +260,16 @@ pub fn is_cpu(device: &Device) -> bool {
     device.clone().inner() == Device::flex()
 }
 
-/// The backend a device name asks for, lower-case, without its index: `cuda:1` → `cuda`.
+/// The backend a device name asks for, lower-case, without its index: `cuda:1` → `cuda`, and
+/// `auto` → the one it opens (the first compiled in), so that `auto` on a CUDA build gets
+/// CUDA's driver checks, label and tolerances.
 pub fn backend_kind(name: &str) -> String {
-    name.split(':').next().unwrap_or(name).to_ascii_lowercase()
+    let kind = name.split(':').next().unwrap_or(name).to_ascii_lowercase();
+    if kind == "auto" {
+        available_backends()[0].to_string()
+    } else {
+        kind
+    }
 }
 
 /// What to call the device opened from `backend` in reports: the name it gives itself (else the
@@ -402,6 +409,14 @@ mod tests {
         std::fs::write(dir.join("libdevice.10.bc"), b"BC").unwrap();
         let found = toolkit_file(Some(tmp.path().to_path_buf()), &CUDA_ROOTS, LIBDEVICE).unwrap();
         assert_eq!(found, dir.join("libdevice.10.bc"));
+    }
+
+    #[test]
+    fn auto_is_the_kind_of_backend_it_opens() {
+        assert_eq!(backend_kind("CUDA:1"), "cuda");
+        assert_eq!(backend_kind("wgpu"), "wgpu");
+        assert_eq!(backend_kind("auto"), available_backends()[0]);
+        assert_ne!(backend_kind("auto"), "auto");
     }
 
     #[test]
