@@ -8,8 +8,7 @@
 //! [`crate::matmul_nt_quantized`] read the compact blocks and still compute exactly what a
 //! product with the dequantized f32 matrix computes.
 
-use half::f16;
-
+use crate::fields::f16_at;
 use crate::kquants;
 
 /// Weights per block of the 32-weight formats (and of the Q8 activation blocks); the K-quants'
@@ -155,11 +154,6 @@ impl BlockFormat {
             }
         }
     }
-}
-
-/// The little-endian f16 at byte `i` of `b`, widened (exactly) to f32.
-pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
-    f16::from_bits(u16::from_le_bytes([b[i], b[i + 1]])).to_f32()
 }
 
 /// A `[rows, cols]` matrix kept as rows of quantized blocks (`cols` a multiple of the format's
@@ -625,6 +619,7 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
 
     fn h(v: f32) -> [u8; 2] {
         f16::from_f32(v).to_bits().to_le_bytes()

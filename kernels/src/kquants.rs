@@ -8,7 +8,7 @@
 //! `(d·sc)·q - dmin·m`, for Q6_K `(d·sc)·q`), so the values equal those of llama.cpp's reference
 //! code and of gguf-py's NumPy dequantization (tested against it on random blocks).
 
-use crate::blocks::f16_at;
+use crate::fields::f16_at;
 
 /// Weights per K-quant super-block.
 pub const SUPER_BLOCK_ELEMS: usize = 256;

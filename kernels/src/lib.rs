@@ -14,6 +14,7 @@
 pub mod attention;
 pub mod blocks;
 pub mod exp;
+mod fields;
 pub mod kquants;
 pub mod matmul_nt;
 pub mod q8_dot;

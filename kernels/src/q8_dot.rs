@@ -27,7 +27,8 @@
 //! scale.) The AVX2 path and the portable path do exactly these operations, so their
 //! results are bit-identical (the tests check it).
 
-use crate::blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix, f16_at};
+use crate::blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
+use crate::fields::f16_at;
 use crate::matmul_nt::{OutPtr, column_chunks};
 
 /// Integer lanes per block (each the sum of 4 products).

@@ -13,12 +13,7 @@ use serde_json::Value;
 
 use crate::error::{JudgeError, Result};
 
-/// Default retries after the first attempt.
-pub const DEFAULT_MAX_RETRIES: usize = 5;
-/// Default first backoff (doubles per retry).
-pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
-/// Default timeout of one request.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub use crate::defaults::{DEFAULT_BACKOFF, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT};
 
 /// Where and how to reach an endpoint.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,6 +10,7 @@
 pub mod cache;
 pub mod calibrate;
 pub mod client;
+pub mod defaults;
 pub mod error;
 pub mod offline;
 pub mod openai;

@@ -47,7 +47,7 @@ impl OpenAiJudgeConfig {
         Self {
             client: ClientConfig::new(base_url),
             model: model.into(),
-            concurrency: crate::preset::DEFAULT_CONCURRENCY,
+            concurrency: crate::defaults::DEFAULT_CONCURRENCY,
             breaker_after: 5,
             max_tokens: 256,
             format: VerdictFormat::Auto,

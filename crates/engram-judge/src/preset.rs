@@ -14,12 +14,7 @@ use crate::protocol::VerdictFormat;
 use crate::template::JudgePrompt;
 use crate::verdict::Judge;
 
-/// Default threshold of the token-F1 judge.
-pub const DEFAULT_F1_THRESHOLD: f64 = 0.5;
-/// Default threshold of the gold-recall judge (every gold token).
-pub const DEFAULT_RECALL_THRESHOLD: f64 = 1.0;
-/// Default requests in flight of the LLM judge.
-pub const DEFAULT_CONCURRENCY: usize = 4;
+pub use crate::defaults::{DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
 
 fn f1_threshold() -> f64 {
     DEFAULT_F1_THRESHOLD

@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 
 use crate::config::QaConfig;
 use crate::error::{QaError, Result};
+use crate::manifest::{QaManifest, run_dir};
 use crate::prompts::QaPrompts;
-use crate::run::{QaManifest, run_dir};
 
 /// Settings that pace a run without changing what it produces: left out of the hash.
 const PACING: [&str; 2] = ["concurrency", "breaker_after"];
@@ -149,7 +149,7 @@ pub fn freshness(out: &Path, id: &RunIdentity) -> Result<Freshness> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{Endpoint, FORMAT};
+    use crate::manifest::{Endpoint, FORMAT};
 
     fn prompts() -> QaPrompts {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/qa");

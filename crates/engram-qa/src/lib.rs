@@ -19,6 +19,7 @@ pub mod error;
 pub mod estimate;
 pub mod freshness;
 pub mod llm;
+pub mod manifest;
 pub mod pipeline;
 pub mod prompts;
 pub mod reader;

@@ -25,24 +25,17 @@ use engram_facts::Fact;
 use engram_io::{Progress, Stop};
 use engram_judge::Judge;
 use engram_judge::cache::JudgeCache;
-use serde::{Deserialize, Serialize};
 
 use crate::config::QaConfig;
 use crate::context::{Ctx, Sent};
 use crate::error::{QaError, Result};
 use crate::freshness::RunIdentity;
-use crate::llm::{CachedLlm, CallCounts, Llm};
+use crate::llm::{CachedLlm, Llm};
 use crate::pipeline::produce;
 use crate::prompts::QaPrompts;
 use crate::record::PairRecord;
 
-/// The manifest format.
-pub const FORMAT: u32 = 1;
-
-/// The directory beside a fact file that holds a run's records and caches: `OUT.qa`.
-pub fn run_dir(out: &Path) -> PathBuf {
-    engram_io::sibling(out, ".qa")
-}
+pub use crate::manifest::{Endpoint, FORMAT, QaManifest, run_dir};
 
 /// What a run needs.
 pub struct QaSpec<'a> {
@@ -64,65 +57,6 @@ pub struct QaSpec<'a> {
     pub judge_endpoint: Option<String>,
     /// Refuse every endpoint that is not on this machine.
     pub local_only: bool,
-}
-
-/// A model and where its prompts go.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Endpoint {
-    /// The model.
-    pub model: String,
-    /// A URL, or `local:MODEL`.
-    pub endpoint: String,
-}
-
-/// What a run says about itself (`OUT.qa/manifest.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QaManifest {
-    /// [`FORMAT`].
-    pub format: u32,
-    /// The engram version.
-    pub engram: String,
-    /// The corpus directory.
-    pub corpus: String,
-    /// Documents of the corpus (the specificity check's pool).
-    pub corpus_documents: usize,
-    /// Documents generated from.
-    pub documents: usize,
-    /// Whether every document was finished (else the fact file was not written).
-    pub complete: bool,
-    /// Documents not finished.
-    pub unfinished_documents: usize,
-    /// Documents cut to `max_document_chars` in the prompts.
-    pub truncated_documents: usize,
-    /// The generator.
-    pub generator: Endpoint,
-    /// The model to train, when it was asked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<Endpoint>,
-    /// The judge.
-    pub judge: String,
-    /// The settings.
-    pub settings: QaConfig,
-    /// The prompt directory.
-    pub prompts: String,
-    /// SHA-256 over settings (less those that only pace the run), prompts, models and judge:
-    /// the same hash, the same facts ([`RunIdentity::hash`]).
-    pub settings_hash: String,
-    /// Pair slots finished.
-    pub pairs: usize,
-    /// Pairs kept.
-    pub kept: usize,
-    /// Pairs dropped, by reason.
-    pub dropped_by_reason: BTreeMap<String, usize>,
-    /// Calls per LLM (`generator`, `target`).
-    pub calls: BTreeMap<String, CallCounts>,
-    /// Answers judged (in this run, cached or not).
-    pub judged: usize,
-    /// Of them, answered from the judge's cache.
-    pub judged_cached: usize,
-    /// Every LLM call (generator, target, judge; cached or not) per kept fact.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub llm_calls_per_kept_fact: Option<f64>,
 }
 
 /// What a finished run reports.

@@ -9,6 +9,8 @@ use engram_tokenizer::Message;
 
 use crate::loaded::{MatmulArg, ModelArgs};
 
+use super::figures::{Figures, Measured, PeerArg};
+
 /// Arguments of `engram bench generate`.
 #[derive(Args, Debug)]
 pub struct GenerateBenchArgs {
@@ -60,26 +62,6 @@ pub struct GenerateBenchArgs {
     /// greedy tokens drift from exact ones: an experiment).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "exact")]
     pub matmul: Vec<MatmulArg>,
-}
-
-/// `--peer`: the inference engines `bench generate` measures beside engram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PeerArg {
-    /// transformers (PyTorch, f32) reading the same GGUF file (dequantized at load).
-    Transformers,
-    /// llama.cpp's server (PyPI `xllamacpp`) on the same GGUF file, its own kernels.
-    #[value(name = "llama.cpp")]
-    LlamaCpp,
-}
-
-impl PeerArg {
-    /// The name the table shows.
-    pub fn name(self) -> &'static str {
-        match self {
-            PeerArg::Transformers => "transformers",
-            PeerArg::LlamaCpp => "llama.cpp",
-        }
-    }
 }
 
 const QUESTIONS: [&str; 16] = [
@@ -153,28 +135,6 @@ fn prompt(
         }
     }
     with(hi).map_err(Into::into)
-}
-
-/// Prefill and decode figures of one batch.
-#[derive(Debug, Clone, Copy)]
-pub struct Figures {
-    /// Prompt tokens prefilled.
-    pub prefill_tokens: usize,
-    /// Seconds of prefill.
-    pub prefill_secs: f64,
-    /// Tokens decoded.
-    pub decode_tokens: usize,
-    /// Seconds of decode.
-    pub decode_secs: f64,
-}
-
-impl Figures {
-    fn prefill_tps(&self) -> f64 {
-        self.prefill_tokens as f64 / self.prefill_secs
-    }
-    fn decode_tps(&self) -> f64 {
-        self.decode_tokens as f64 / self.decode_secs
-    }
 }
 
 /// Runs `engram bench generate`.
@@ -412,18 +372,6 @@ fn logprob_drift(
         ));
     }
     Ok(Some(line))
-}
-
-/// One batch measured: the best figures, each row's greedy tokens and, where the engine gives
-/// them (llama.cpp), those tokens' log-probabilities.
-#[derive(Debug, Clone)]
-pub struct Measured {
-    /// Best prefill and decode figures.
-    pub figures: Figures,
-    /// Each row's greedy tokens.
-    pub tokens: Vec<Vec<u32>>,
-    /// Each row's tokens' log-probabilities (empty where not given).
-    pub logprobs: Vec<Vec<f32>>,
 }
 
 /// The best of `--repeats` timed runs of `prompts` with `mode`'s products (after a short

@@ -5,6 +5,7 @@
 pub mod batches;
 pub mod child;
 pub mod corpus;
+pub mod figures;
 pub mod generate;
 pub mod long_context;
 pub mod peer;

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use super::generate::{Figures, Measured, PeerArg};
+use super::figures::{Figures, Measured, PeerArg};
 
 /// The script that measures `peer`.
 fn generate_script(peer: PeerArg) -> std::path::PathBuf {
