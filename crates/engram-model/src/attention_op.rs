@@ -773,7 +773,7 @@ mod tests {
         device.seed(25);
         for joined in [false, true] {
             let launches = check_rope(&device, DType::F32, 1e-5, joined);
-            let named = |part: &str| engram_testkit::launched_named(&launches, part);
+            let named = |part: &str| crate::launches::launched_named(&launches, part);
             assert_eq!(named("RopeQkv"), 2, "joined {joined}: {launches:?}");
             // Counted by name: the lock keeps the other RoPE tests out, and other tests of
             // the binary may launch other kernels meanwhile.

@@ -47,11 +47,7 @@ impl LaunchCounter {
     /// [`LaunchCounter::by_kernel`]) contains `part`: a count that launches by other threads'
     /// work on the device (the counter sees every stream) do not disturb.
     pub fn launched_named(&self, part: &str) -> u64 {
-        self.by_kernel()
-            .into_iter()
-            .filter(|(k, _)| k.contains(part))
-            .map(|(_, n)| n)
-            .sum()
+        launched_named(&self.by_kernel(), part)
     }
 
     /// The kernels launched since [`LaunchCounter::start`], in launch order (named as in
@@ -179,4 +175,14 @@ mod tests {
         assert!(LaunchCounter::start(&Device::flex()).is_none());
         assert!(LaunchCounter::start(&Device::flex().autodiff()).is_none());
     }
+}
+
+/// Launches of the kernels whose name contains `part` in a by-kernel count
+/// ([`LaunchCounter::by_kernel`]).
+pub fn launched_named(launches: &[(String, u64)], part: &str) -> u64 {
+    launches
+        .iter()
+        .filter(|(k, _)| k.contains(part))
+        .map(|(_, n)| n)
+        .sum()
 }

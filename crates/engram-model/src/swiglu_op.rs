@@ -317,7 +317,7 @@ mod tests {
             .autodiff();
         device.seed(42);
         let launches = check(&device, DType::F32, 1e-5);
-        let swiglu = engram_testkit::launched_named(&launches, "Swiglu");
+        let swiglu = crate::launches::launched_named(&launches, "Swiglu");
         assert_eq!(swiglu, 2, "{launches:?}");
     }
 }

@@ -65,15 +65,8 @@ pub fn f32_values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
         .expect("float values")
 }
 
-/// Launches of the kernels whose name contains `part`, in a by-kernel count
-/// (`LaunchCounter::by_kernel`).
-pub fn launched_named(launches: &[(String, u64)], part: &str) -> u64 {
-    launches
-        .iter()
-        .filter(|(k, _)| k.contains(part))
-        .map(|(_, n)| n)
-        .sum()
-}
+/// Launches of the kernels whose name contains `part`, in a by-kernel count (the model's own).
+pub use engram_model::launches::launched_named;
 
 static TRAIN_LOCK: Mutex<()> = Mutex::new(());
 
