@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::cells::{Cell, Method, expand, select};
 use crate::experiment::Experiment;
 use crate::facts::Samples;
-use crate::record::{CellStatus, Found, ResultsDir, hash_json};
+use crate::record::{CellStatus, Found, ResultsDir};
 
 /// Where a cell stands before the sweep.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,6 +113,14 @@ pub fn cell_config(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Value {
         cfg["replicate"] = json!(cell.replicate);
     }
     cfg
+}
+
+/// SHA-256 (hex) of a JSON value's compact text: a cell's `config_hash` over [`cell_config`].
+pub fn hash_json(v: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(v.to_string().as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The training seed of a LoRA cell: the preset's, plus the replicate's index.

@@ -311,11 +311,3 @@ fn read_record(path: &Path) -> Found {
         Err(e) => Found::Corrupt(format!("{}: corrupt cell record ({e})", path.display())),
     }
 }
-
-/// SHA-256 (hex) of a JSON value's compact text.
-pub fn hash_json(v: &Value) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(v.to_string().as_bytes());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}

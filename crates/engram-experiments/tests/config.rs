@@ -175,7 +175,7 @@ fn missing_presets_and_impossible_sizes_are_named() {
 #[test]
 fn replicates_are_cells_of_their_own_and_the_first_keeps_its_hash() {
     use engram_experiments::plan::cell_config;
-    use engram_experiments::record::hash_json;
+    use engram_experiments::plan::hash_json;
     let t = Tree::new();
     let text = |replicates: &str| {
         format!(
@@ -229,7 +229,7 @@ fn replicates_are_cells_of_their_own_and_the_first_keeps_its_hash() {
 #[test]
 fn resampled_facts_give_every_method_a_run_per_replicate_on_facts_of_its_own() {
     use engram_experiments::plan::cell_config;
-    use engram_experiments::record::hash_json;
+    use engram_experiments::plan::hash_json;
     let t = Tree::new();
     t.write("experiments/facts.jsonl", &facts(12));
     let load = |extra: &str| {
