@@ -9,7 +9,8 @@
 //! 3. [`plan`] lists the selected [`cells`] (facts × method) with the configuration hash that
 //!    decides each one and its state in the results directory (`--dry-run` adds
 //!    [`estimate`]s to the same plan);
-//! 4. [`sweep`] runs every cell not done — answers by its method through
+//! 4. an [`executor`] runs the cells — here, on several devices, or as Slurm job arrays — and
+//!    [`sweep`] runs every cell not done — answers by its method through
 //!    `engram_baselines::answer_by` (LoRA trains first), judges them — into one atomic
 //!    [`record`] per cell;
 //! 5. [`render`] turns the records into the [`table`], the [`plot`] and the [`per_fact`] view.
@@ -26,6 +27,7 @@ pub mod dry_run;
 pub mod enronqa;
 pub mod error;
 pub mod estimate;
+pub mod executor;
 pub mod experiment;
 pub mod facts;
 pub mod health;

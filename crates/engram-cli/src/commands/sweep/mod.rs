@@ -1,22 +1,23 @@
 //! `engram sweep`: run an experiment's cells (facts × methods), resumably, and render its table
-//! — here, on several local devices ([`devices`]) or as Slurm job arrays ([`submit`]); a sweep
-//! asked to stop says what it kept ([`stopped`]). A corpus experiment's verified facts are made
-//! ready first ([`facts`]).
+//! — here, on several local devices or as Slurm job arrays, through one
+//! [`engram_experiments::executor::Executor`] built from the flags; what came of it is printed
+//! here ([`report`]), and a sweep asked to stop says what it kept ([`stopped`]). A corpus
+//! experiment's verified facts are made ready first ([`facts`]).
 
-mod devices;
 mod facts;
+mod report;
 mod stopped;
-mod submit;
 
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use engram_experiments::estimate::default_flops;
+use engram_experiments::executor::{Devices, Executor, Job, Local, Outcome, Slurm};
 use engram_experiments::launch::Manifest;
 use engram_experiments::lock::LockSettings;
-use engram_experiments::slurm;
-use engram_experiments::{Experiment, SweepOptions, default_configs_dir, run_sweep};
+use engram_experiments::slurm::{self, SlurmOptions};
+use engram_experiments::{Experiment, default_configs_dir};
 
 use crate::progress::Bars;
 use crate::signals;
@@ -59,7 +60,7 @@ pub struct SweepArgs {
     /// Where the cells run: here, one after another (`local`), or as Slurm job arrays
     /// (`slurm`: submits and returns; follow with --status).
     #[arg(long, value_enum, default_value = "local")]
-    pub executor: Executor,
+    pub executor: ExecutorArg,
     /// Slurm partition.
     #[arg(long)]
     pub partition: Option<String>,
@@ -104,9 +105,9 @@ pub struct SweepArgs {
     pub cell_index: Option<usize>,
 }
 
-/// Where a sweep's cells run.
+/// Where a sweep's cells run (`--executor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Executor {
+pub enum ExecutorArg {
     /// In this process, one after another.
     Local,
     /// As Slurm job arrays, one per resource class.
@@ -143,14 +144,6 @@ pub fn run(a: SweepArgs) -> Result<()> {
     if exp.facts.source == "corpus" && a.manifest.is_none() && !a.status && !a.dry_run {
         facts::prepare(&exp, a.rebuild_facts, &stop, &Bars::new(!a.no_progress))?;
     }
-    if a.executor == Executor::Slurm && a.manifest.is_none() && !a.status && !a.dry_run {
-        if !a.devices.is_empty() {
-            bail!(
-                "--devices runs the cells here; with --executor slurm ask for GPUs with --gpus-per-cell"
-            );
-        }
-        return submit::submit(&a, &exp, &configs, &results, flops);
-    }
     if a.status {
         let cells = engram_experiments::status::status(&exp, &results, &only, &locks)?;
         print!("{}", engram_experiments::status::render_status(&cells));
@@ -163,42 +156,51 @@ pub fn run(a: SweepArgs) -> Result<()> {
         );
         return Ok(());
     }
-    if !a.devices.is_empty() {
-        return devices::run_on_devices(&a, &exp, &configs, &results, &a.devices, &stop);
-    }
-    let report = run_sweep(
-        &exp,
-        &SweepOptions {
-            results: results.clone(),
-            only,
-            locks,
-            frozen,
-            stop: stop.clone(),
-        },
-        &Bars::new(!a.no_progress),
-    )?;
-    if let Some(st) = &report.stopped {
-        return stopped::stopped(st, &a, &stop);
-    }
-    println!("{}", report.rendered.markdown);
-    eprintln!(
-        "{} cells run, {} already done{}; table, plot and per-fact view in {}",
-        report.ran.len(),
-        report.skipped.len(),
-        match report.elsewhere.len() {
-            0 => String::new(),
-            n => format!(", {n} being run by other sweeps (see --status)"),
-        },
-        results.display()
-    );
-    if !report.failed.is_empty() {
-        for (id, e) in &report.failed {
-            eprintln!("  {id} failed: {e}");
-        }
+    let slurm = a.executor == ExecutorArg::Slurm && a.manifest.is_none();
+    if slurm && !a.devices.is_empty() {
         bail!(
-            "{} cells failed (recorded; rerun the sweep to try them again)",
-            report.failed.len()
+            "--devices runs the cells here; with --executor slurm ask for GPUs with --gpus-per-cell"
         );
     }
-    Ok(())
+    let executor: Box<dyn Executor> = if slurm {
+        Box::new(Slurm {
+            options: slurm_options(&a)?,
+            flops,
+        })
+    } else if !a.devices.is_empty() {
+        Box::new(Devices {
+            devices: a.devices.clone(),
+            engram: std::env::current_exe()?,
+        })
+    } else {
+        Box::new(Local { locks, frozen })
+    };
+    let job = Job {
+        configs,
+        results,
+        only,
+        stop: stop.clone(),
+    };
+    match executor.execute(&exp, &job, &Bars::new(!a.no_progress))? {
+        Outcome::Ran(r) => report::ran(&r, &job, &a, &stop),
+        Outcome::OnDevices(r) => report::on_devices(&r, &job),
+        Outcome::Submitted(s) => report::submitted(&s, &exp),
+    }
+}
+
+/// The Slurm settings the flags give.
+fn slurm_options(a: &SweepArgs) -> Result<SlurmOptions> {
+    Ok(SlurmOptions {
+        partition: a.partition.clone(),
+        account: a.account.clone(),
+        qos: a.qos.clone(),
+        time: (a.time != "auto").then(|| a.time.clone()),
+        gpus_per_cell: a.gpus_per_cell,
+        max_parallel: a.max_parallel,
+        sbatch_args: a.sbatch_args.clone(),
+        setup: a.setup.clone(),
+        emit_only: a.emit_only,
+        max_restarts: a.max_restarts,
+        engram: std::env::current_exe()?,
+    })
 }

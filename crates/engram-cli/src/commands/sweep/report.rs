@@ -1,0 +1,109 @@
+//! What came of a sweep, printed: the table and a summary line when its cells ran (here or on
+//! several devices), the jobs when they went to Slurm.
+
+use anyhow::{Result, bail};
+use engram_experiments::Experiment;
+use engram_experiments::executor::{DevicesReport, Job, Submitted};
+use engram_experiments::sweep::SweepReport;
+use engram_io::Stop;
+
+use super::{SweepArgs, stopped};
+use crate::signals::{self, ExitStatus};
+
+/// The cells ran in this process.
+pub fn ran(report: &SweepReport, job: &Job, a: &SweepArgs, stop: &Stop) -> Result<()> {
+    if let Some(st) = &report.stopped {
+        return stopped::stopped(st, a, stop);
+    }
+    println!("{}", report.rendered.markdown);
+    eprintln!(
+        "{} cells run, {} already done{}; table, plot and per-fact view in {}",
+        report.ran.len(),
+        report.skipped.len(),
+        match report.elsewhere.len() {
+            0 => String::new(),
+            n => format!(", {n} being run by other sweeps (see --status)"),
+        },
+        job.results.display()
+    );
+    if !report.failed.is_empty() {
+        for (id, e) in &report.failed {
+            eprintln!("  {id} failed: {e}");
+        }
+        bail!(
+            "{} cells failed (recorded; rerun the sweep to try them again)",
+            report.failed.len()
+        );
+    }
+    Ok(())
+}
+
+/// The cells ran on a worker per device.
+pub fn on_devices(r: &DevicesReport, job: &Job) -> Result<()> {
+    if let Some(sig) = r.stopped {
+        eprintln!(
+            "stopped by {}: {} cells done, the rest resume when you run the same command again",
+            signals::name(sig),
+            r.done
+        );
+        return Err(ExitStatus(signals::exit_status(sig)).into());
+    }
+    println!("{}", r.rendered.markdown);
+    eprintln!(
+        "{} of {} cells done on {} devices; table, plot and per-fact view in {}",
+        r.done,
+        r.cells,
+        r.devices,
+        job.results.display()
+    );
+    if !r.failed.is_empty() {
+        let which: Vec<String> = r
+            .failed
+            .iter()
+            .map(|(l, c)| match c {
+                Some(c) => format!("{l} (exit status {c})"),
+                None => format!("{l} (killed)"),
+            })
+            .collect();
+        bail!(
+            "workers that did not finish cleanly: {} (their lines above say why; rerun to retry their cells)",
+            which.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The cells went to Slurm (or, with --emit-only, into scripts).
+pub fn submitted(s: &Submitted, exp: &Experiment) -> Result<()> {
+    let (m, launch) = (&s.manifest, &s.launch);
+    println!(
+        "manifest {} ({} cells to run)",
+        launch.manifest.display(),
+        m.cells.len()
+    );
+    for (class, script) in m.classes.iter().zip(&launch.scripts) {
+        let job = launch
+            .arrays
+            .iter()
+            .find(|(c, _)| *c == class.name)
+            .map_or("not submitted".to_string(), |(_, id)| format!("job {id}"));
+        println!(
+            "  {}: {} cells, {} → {job}",
+            class.name,
+            class.count,
+            script.display()
+        );
+    }
+    match &launch.table_job {
+        Some(id) => println!(
+            "  table: job {id}, once the arrays end; follow with: engram sweep {} --status",
+            exp.path.display()
+        ),
+        None if m.cells.is_empty() => println!("nothing to run: every cell is done"),
+        None => println!(
+            "--emit-only: nothing submitted (sbatch each script, then {})",
+            launch.scripts.last().expect("table script").display()
+        ),
+    }
+    Ok(())
+}
