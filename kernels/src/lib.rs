@@ -11,15 +11,16 @@
 //! - [`KvBuffer`]: a layer's key/value cache in one preallocated buffer, appended in place, and
 //!   a decode step's attention over it.
 
-pub mod attention;
-pub mod blocks;
-pub mod exp;
+mod attention;
+mod blocks;
+mod exp;
 mod fields;
-pub mod kquants;
-pub mod matmul_nt;
-pub mod q8_dot;
+mod kquants;
+mod matmul_nt;
+mod q8_dot;
 
 pub use attention::KvBuffer;
 pub use blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
+pub use exp::silu_mul;
 pub use matmul_nt::{matmul_nt, matmul_nt_quantized, simd_available};
 pub use q8_dot::{Q8Rows, matmul_nt_q8};

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use engram_facts::Fact;
 use engram_io::Progress;
-use engram_io::progress::or_quiet;
+use engram_io::or_quiet;
 use engram_model::{Answer, AnswerConfig, Llama, answers_from, generate, generate_after_prefix};
 use engram_tokenizer::{ChatTokenizer, Message};
 

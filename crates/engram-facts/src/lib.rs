@@ -6,10 +6,10 @@
 //! line-numbered errors; [`nested_samples`] draws the seed-determined samples a sweep's fact
 //! counts use. Training uses the rephrased question, evaluation the original one (EnronQA §6).
 
-pub mod error;
-pub mod fact;
-pub mod jsonl;
-pub mod sample;
+mod error;
+mod fact;
+mod jsonl;
+mod sample;
 
 pub use error::{FactsError, Result};
 pub use fact::Fact;

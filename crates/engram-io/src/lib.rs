@@ -8,14 +8,14 @@
 //! and its causes on one line, each once; [`stop`] carries a signal's request
 //! to stop into long work, which ends at its next safe point. No library below the binary prints.
 
-pub mod atomic;
-pub mod error_text;
-pub mod host;
-pub mod progress;
-pub mod stop;
+mod atomic;
+mod error_text;
+mod host;
+mod progress;
+mod stop;
 
 pub use atomic::{AtomicError, replace_dir, sibling, unique_sibling, write_file, write_jsonl};
 pub use error_text::error_text;
 pub use host::hostname;
-pub use progress::{Progress, Quiet};
+pub use progress::{Progress, Quiet, or_quiet};
 pub use stop::Stop;

@@ -117,7 +117,7 @@ pub fn answer_prompts(
     cfg: &AnswerConfig,
     progress: Option<&dyn Progress>,
 ) -> Result<Vec<Answer>> {
-    let progress = engram_io::progress::or_quiet(progress);
+    let progress = engram_io::or_quiet(progress);
     let model = model.for_inference();
     let mut order: Vec<usize> = (0..prompts.len()).collect();
     order.sort_by_key(|&i| prompts[i].len());

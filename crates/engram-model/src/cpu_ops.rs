@@ -13,7 +13,7 @@
 //! same bits (the tests compare them with the Burn expressions the modules write): RMSNorm's
 //! row sum is flex's own SIMD row-sum kernel, every other value is computed element by element
 //! as flex does (no fused multiply-add, flex's sigmoid formula; its `exp` is
-//! [`engram_kernels::exp`]'s port of glibc's `expf`, the `exp` flex calls on glibc systems, bit
+//! engram-kernels' port (`kernels/src/exp.rs`) of glibc's `expf`, the `exp` flex calls on glibc systems, bit
 //! for bit).
 //!
 //! Each function returns `None` where it does not apply (autodiff tensors, GPU backends, other
@@ -129,7 +129,7 @@ pub fn rotary(x: &Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Option<Tensor<
 
 /// `silu(gate) · up` for two tensors of one shape, as [`crate::mlp::Mlp`] writes it in Burn
 /// ops (`silu(g) = g · sigmoid(g)`, by flex's sigmoid formula), eight values at a time
-/// ([`engram_kernels::exp::silu_mul`]).
+/// ([`engram_kernels::silu_mul`]).
 pub fn swiglu<const D: usize>(gate: &Tensor<D>, up: &Tensor<D>) -> Option<Tensor<D>> {
     let dims = gate.dims();
     if up.dims() != dims {
@@ -141,7 +141,7 @@ pub fn swiglu<const D: usize>(gate: &Tensor<D>, up: &Tensor<D>) -> Option<Tensor
     let mut out = vec![0f32; g.len()];
     each_row(&mut out, width, |r, o| {
         let (gr, ur) = (&g[r * width..][..width], &u[r * width..][..width]);
-        engram_kernels::exp::silu_mul(gr, ur, o);
+        engram_kernels::silu_mul(gr, ur, o);
     });
     Some(tensor(out, dims))
 }

@@ -12,20 +12,20 @@
 //! here prints. [`reader`] answers a retrieval benchmark's questions from retrieved documents
 //! and judges them (reader accuracy, EnronQA Table 4's shape).
 
-pub mod checks;
-pub mod config;
-pub mod context;
-pub mod error;
-pub mod estimate;
-pub mod freshness;
-pub mod llm;
-pub mod manifest;
-pub mod pipeline;
-pub mod prompts;
-pub mod reader;
-pub mod record;
-pub mod reply;
-pub mod run;
+mod checks;
+mod config;
+mod context;
+mod error;
+mod estimate;
+mod freshness;
+mod llm;
+mod manifest;
+mod pipeline;
+mod prompts;
+mod reader;
+mod record;
+mod reply;
+mod run;
 
 pub use config::QaConfig;
 pub use error::{QaError, Result};
@@ -33,5 +33,9 @@ pub use estimate::{Estimate, estimate, estimate_corpus};
 pub use freshness::{Freshness, RunIdentity, freshness, read_manifest};
 pub use llm::{ChatRequest, Completion, Llm, OpenAiLlm};
 pub use prompts::QaPrompts;
+pub use reader::{
+    Condition, DEFAULT_MAX_TOKENS as DEFAULT_READER_MAX_TOKENS, ReaderPrompts, ReaderQuestion,
+    ReaderScore, ReaderSettings, read_and_judge,
+};
 pub use record::{PairRecord, Status};
 pub use run::{QaManifest, QaSpec, QaSummary, corpus_documents, generate_facts, run_dir};

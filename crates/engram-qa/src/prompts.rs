@@ -74,17 +74,6 @@ pub const REPHRASE: Stage = Stage {
     optional: &["previous"],
 };
 
-/// Every stage, in the order the pipeline first uses them.
-pub const STAGES: [Stage; 7] = [
-    GENERATE,
-    SPECIFIC,
-    ANSWER,
-    CLOSED_BOOK,
-    QUALITY,
-    REFINE,
-    REPHRASE,
-];
-
 /// One loaded prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prompt {

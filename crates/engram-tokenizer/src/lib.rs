@@ -6,9 +6,9 @@
 //! `apply_chat_template` (Llama-3.1-Instruct, ChatML...); it also knows the checkpoint's stop,
 //! end-of-turn and pad ids.
 
-pub mod chat_template;
-pub mod chat_tokenizer;
-pub mod error;
+mod chat_template;
+mod chat_tokenizer;
+mod error;
 mod pyjson;
 
 pub use chat_template::{ChatTemplate, Message, strftime};

@@ -1,5 +1,5 @@
 //! Dequantization of GGML tensor types, as llama.cpp's `dequantize_row_*` (f32 arithmetic). The
-//! block formats are decoded by [`engram_kernels::blocks`], the same code the CPU inference
+//! block formats are decoded by [`engram_kernels::BlockFormat`], the same code the CPU inference
 //! kernel reads them with.
 
 use engram_kernels::BlockFormat;

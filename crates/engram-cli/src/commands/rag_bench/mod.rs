@@ -94,7 +94,7 @@ pub struct RagBenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub reader_k: Vec<usize>,
     /// Most tokens of a reader's answer.
-    #[arg(long, default_value_t = engram_qa::reader::DEFAULT_MAX_TOKENS)]
+    #[arg(long, default_value_t = engram_qa::DEFAULT_READER_MAX_TOKENS)]
     pub reader_max_tokens: usize,
     /// The reader's call cache (default: reader-cache/ in the corpus directory).
     #[arg(long)]

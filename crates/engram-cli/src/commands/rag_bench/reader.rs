@@ -10,7 +10,7 @@ use engram_baselines::rag::benchmark::{BenchDoc, BenchQuery, RetrieverScores};
 use engram_experiments::local_llm::LocalLlm;
 use engram_judge::cache::JudgeCache;
 use engram_judge::client::ClientConfig;
-use engram_qa::reader::{
+use engram_qa::{
     Condition, ReaderPrompts, ReaderQuestion, ReaderScore, ReaderSettings, read_and_judge,
 };
 use engram_qa::{Llm, OpenAiLlm};
