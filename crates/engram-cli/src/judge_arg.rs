@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use engram_judge::JudgePreset;
-use engram_judge::preset::{DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
+use engram_judge::{DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
 
 /// The preset `value` names and the directory its relative paths start from.
 pub fn judge_preset(value: &str) -> Result<(JudgePreset, PathBuf)> {

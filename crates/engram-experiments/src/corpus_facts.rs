@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use engram_io::{Progress, Stop};
+use engram_judge::ClientConfig;
 use engram_judge::Judge;
-use engram_judge::client::ClientConfig;
 use engram_model::{Session, SessionSpec};
 use engram_qa::{
     Freshness, Llm, OpenAiLlm, QaPrompts, QaSpec, QaSummary, RunIdentity, freshness, run_dir,

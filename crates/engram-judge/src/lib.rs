@@ -7,27 +7,32 @@
 //! Llama-3.1-70B-Instruct) talks to any OpenAI-compatible endpoint with retries, a circuit
 //! breaker and a persistent [`cache`].
 
-pub mod cache;
-pub mod calibrate;
-pub mod client;
-pub mod defaults;
-pub mod error;
-pub mod offline;
-pub mod openai;
-pub mod parse;
-pub mod preset;
-pub mod protocol;
-pub mod template;
-pub mod verdict;
+mod cache;
+mod calibrate;
+mod client;
+mod defaults;
+mod error;
+mod offline;
+mod openai;
+mod parse;
+mod preset;
+mod protocol;
+mod template;
+mod verdict;
 
+pub use cache::{JudgeCache, cache_key};
 pub use calibrate::{Calibration, LabelledAnswer, calibrate, read_labels};
-pub use client::{ChatClient, ClientConfig, is_loopback};
+pub use client::{AskError, ChatClient, ClientConfig, is_loopback};
+pub use defaults::{
+    DEFAULT_BACKOFF, DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_MAX_RETRIES,
+    DEFAULT_RECALL_THRESHOLD, DEFAULT_TIMEOUT,
+};
 pub use error::{JudgeError, Result};
 pub use offline::{
     ExactMatchJudge, GoldRecallJudge, TokenF1Judge, exact_match, gold_recall, normalize, token_f1,
 };
 pub use openai::{OpenAiJudge, OpenAiJudgeConfig};
 pub use preset::JudgePreset;
-pub use protocol::VerdictFormat;
-pub use template::JudgePrompt;
+pub use protocol::{FOLLOW_UP, Message, VerdictFormat};
+pub use template::{JudgePrompt, split_system};
 pub use verdict::{Judge, JudgeItem, Verdict};

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use engram_judge::cache::JudgeCache;
+use engram_judge::JudgeCache;
 use engram_judge::{Judge, JudgeError, JudgeItem, JudgePrompt, OpenAiJudge, OpenAiJudgeConfig};
 use engram_testkit::openai::{self, Reply};
 

@@ -4,8 +4,8 @@
 //! preset insists on JSON); an answer without a verdict → exactly one follow-up turn in the same
 //! conversation, both turns cached; a follow-up without one → no verdict, both raw outputs kept.
 
-use engram_judge::cache::JudgeCache;
-use engram_judge::protocol::FOLLOW_UP;
+use engram_judge::FOLLOW_UP;
+use engram_judge::JudgeCache;
 use engram_judge::{
     Judge, JudgeItem, JudgePrompt, OpenAiJudge, OpenAiJudgeConfig, Verdict, VerdictFormat,
 };

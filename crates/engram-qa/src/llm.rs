@@ -6,9 +6,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use engram_judge::cache::{JudgeCache, cache_key};
-use engram_judge::client::{AskError, ChatClient, ClientConfig};
-use engram_judge::protocol::Message;
+use engram_judge::Message;
+use engram_judge::{AskError, ChatClient, ClientConfig};
+use engram_judge::{JudgeCache, cache_key};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 

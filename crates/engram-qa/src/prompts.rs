@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use engram_judge::protocol::Message;
-use engram_judge::template::split_system;
+use engram_judge::Message;
+use engram_judge::split_system;
 
 use crate::error::{QaError, Result};
 

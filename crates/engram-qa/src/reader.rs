@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use engram_io::{Progress, Stop};
-use engram_judge::cache::JudgeCache;
+use engram_judge::JudgeCache;
 use engram_judge::{Judge, JudgeItem};
 use serde::{Deserialize, Serialize};
 

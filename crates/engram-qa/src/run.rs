@@ -24,7 +24,7 @@ use engram_corpus::{Corpus, Document};
 use engram_facts::Fact;
 use engram_io::{Progress, Stop};
 use engram_judge::Judge;
-use engram_judge::cache::JudgeCache;
+use engram_judge::JudgeCache;
 
 use crate::config::QaConfig;
 use crate::context::{Ctx, Sent};

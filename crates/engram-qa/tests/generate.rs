@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use engram_corpus::{Corpus, ingest};
 use engram_io::{Quiet, Stop};
-use engram_judge::cache::JudgeCache;
-use engram_judge::client::ClientConfig;
+use engram_judge::ClientConfig;
+use engram_judge::JudgeCache;
 use engram_judge::{JudgePrompt, OpenAiJudge, OpenAiJudgeConfig};
 use engram_qa::{
     ChatRequest, Completion, Llm, OpenAiLlm, PairRecord, QaConfig, QaError, QaPrompts, QaSpec,

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use engram_judge::preset::{DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
 use engram_judge::{
     Calibration, Judge, JudgeItem, JudgePreset, LabelledAnswer, Verdict, VerdictFormat, calibrate,
     read_labels,
 };
+use engram_judge::{DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
 
 /// Which judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

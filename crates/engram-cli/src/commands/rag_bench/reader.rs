@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use engram_baselines::rag::benchmark::{BenchDoc, BenchQuery, RetrieverScores};
 use engram_experiments::local_llm::LocalLlm;
-use engram_judge::cache::JudgeCache;
-use engram_judge::client::ClientConfig;
+use engram_judge::ClientConfig;
+use engram_judge::JudgeCache;
 use engram_qa::{
     Condition, ReaderPrompts, ReaderQuestion, ReaderScore, ReaderSettings, read_and_judge,
 };
