@@ -6,16 +6,19 @@
 //! rules, language identification — each drop a named, counted reason that `--explain` can
 //! show. Nothing here prints; long work reports through [`engram_io::Progress`].
 
-pub mod corpus;
-pub mod document;
-pub mod error;
-pub mod filter;
-pub mod normalize;
-pub mod pdf;
-pub mod read;
+mod corpus;
+mod document;
+mod error;
+mod filter;
+mod normalize;
+mod pdf;
+mod read;
 
-pub use corpus::{Corpus, Manifest};
+pub use corpus::{Corpus, FilterSummary, Manifest};
 pub use document::{Document, Kind, Provenance};
 pub use error::{CorpusError, Result};
+pub use filter::language::LanguageConfig;
+pub use filter::minhash::{Hasher, NearDupConfig, candidates, near_duplicates, shingles};
+pub use filter::subset::comparable;
 pub use filter::{Decision, FilterConfig, FilterReport, filter};
 pub use read::{Ingested, Unreadable, ingest};

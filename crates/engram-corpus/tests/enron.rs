@@ -9,9 +9,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use engram_corpus::filter::minhash::{Hasher, NearDupConfig, candidates, shingles};
-use engram_corpus::filter::subset::comparable;
+use engram_corpus::comparable;
 use engram_corpus::{Document, FilterConfig, filter, ingest};
+use engram_corpus::{Hasher, NearDupConfig, candidates, shingles};
 use engram_io::Quiet;
 use serde_json::json;
 

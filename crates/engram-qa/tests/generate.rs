@@ -622,7 +622,7 @@ fn an_empty_corpus_is_named() {
             &mut m,
             &[],
             &[],
-            engram_corpus::corpus::FilterSummary {
+            engram_corpus::FilterSummary {
                 settings: engram_corpus::FilterConfig::default(),
                 kept: 0,
                 dropped_by_rule: vec![("quality:words".into(), 1)],

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use engram_corpus::filter::language::LanguageConfig;
-use engram_corpus::filter::minhash::NearDupConfig;
-use engram_corpus::{Corpus, FilterConfig, corpus::FilterSummary, filter, ingest};
+use engram_corpus::LanguageConfig;
+use engram_corpus::NearDupConfig;
+use engram_corpus::{Corpus, FilterConfig, FilterSummary, filter, ingest};
 
 use crate::progress::Bars;
 

@@ -18,11 +18,11 @@
 //! duplicates, the value against the limit). Deterministic: the same corpus and settings give
 //! the same decisions whatever the number of threads.
 
-pub mod exact;
-pub mod language;
-pub mod minhash;
-pub mod quality;
-pub mod subset;
+pub(crate) mod exact;
+pub(crate) mod language;
+pub(crate) mod minhash;
+pub(crate) mod quality;
+pub(crate) mod subset;
 
 use engram_io::Progress;
 use serde::{Deserialize, Serialize};

@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Args;
-use engram_corpus::document::{Document, Kind, Provenance};
-use engram_corpus::filter::minhash::{NearDupConfig, near_duplicates};
 use engram_corpus::ingest;
+use engram_corpus::{Document, Kind, Provenance};
+use engram_corpus::{NearDupConfig, near_duplicates};
 use engram_io::Quiet;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
