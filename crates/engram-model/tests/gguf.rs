@@ -4,7 +4,7 @@
 //! transformers' reading of the same file.
 
 use burn::tensor::Device;
-use engram_checkpoint::gguf::permute::permute_rows;
+use engram_checkpoint::gguf::permute_rows;
 use engram_checkpoint::gguf::{GgufValue, GgufWriter, WriterTensor};
 use engram_checkpoint::{Checkpoint, SafetensorsCheckpoint, TensorSource, model_store};
 use engram_model::{GenerationConfig, Llama, Sampling, WeightDType, generate};

@@ -2,7 +2,7 @@
 //! `tests/peers/make_fixtures.py`) and random Llamas written on the fly.
 
 use burn::tensor::{DType, Device};
-use engram_checkpoint::hf_writer::safetensors_bytes;
+use engram_checkpoint::safetensors_bytes;
 use engram_checkpoint::{Checkpoint, FloatFormat, HostTensor};
 use engram_model::{Llama, LoraAdapter, LoraConfig, WeightDType};
 use engram_tokenizer::ChatTokenizer;

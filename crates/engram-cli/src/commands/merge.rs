@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use engram_checkpoint::Checkpoint;
-use engram_checkpoint::hf_writer::DEFAULT_SHARD_BYTES;
+use engram_checkpoint::DEFAULT_SHARD_BYTES;
 use engram_lora::load_adapter;
 use engram_model::device_from_name;
 

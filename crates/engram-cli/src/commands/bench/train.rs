@@ -209,7 +209,7 @@ pub fn run(a: TrainBenchArgs) -> Result<()> {
             &ckpt,
             None,
             &hf,
-            engram_checkpoint::hf_writer::DEFAULT_SHARD_BYTES,
+            engram_checkpoint::DEFAULT_SHARD_BYTES,
             &burn::tensor::Device::flex(),
         )?;
         Some(hf)
