@@ -7,13 +7,15 @@
 //! with the top-k retrieved facts in the prompt ([`rag`]: BM25 or a BERT encoder, with
 //! Recall/NDCG of the retrieval). The sweep and `engram answer` both call it.
 
-pub mod error;
-pub mod long_context;
-pub mod method;
-pub mod prompt;
+mod error;
+mod long_context;
+mod method;
+mod prompt;
 pub mod rag;
 
 pub use error::{BaselineError, Result};
-pub use long_context::{LongContext, LongContextConfig, long_context_answers, naive_answers};
+pub use long_context::{
+    LongContext, LongContextConfig, long_context_answers, long_context_prompts, naive_answers,
+};
 pub use method::{Measured, Method, MethodRun, answer_by};
 pub use rag::{Bm25Index, RagConfig, RagRun, Retriever, rag_answers, retrieval_metrics};

@@ -3,12 +3,12 @@
 //! and the retrieval benchmark over a corpus's documents ([`benchmark`]), with generated
 //! queries compared against real ones ([`query_compare`]).
 
-pub mod answer;
+mod answer;
 pub mod benchmark;
-pub mod bert;
-pub mod bm25;
-pub mod dense;
-pub mod metrics;
+mod bert;
+mod bm25;
+mod dense;
+mod metrics;
 pub mod query_compare;
 pub mod query_plot;
 pub mod real_queries;

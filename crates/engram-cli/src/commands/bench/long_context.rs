@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use engram_baselines::long_context::long_context_prompts;
+use engram_baselines::long_context_prompts;
 use engram_baselines::{LongContext, LongContextConfig, long_context_answers, naive_answers};
 use engram_facts::read_facts;
 use engram_model::AnswerConfig;
