@@ -31,6 +31,8 @@ enum Command {
     Judge(commands::judge::JudgeArgs),
     /// Fold an adapter into its base model and write an HF checkpoint.
     Merge(commands::merge::MergeArgs),
+    /// Write an adapter for other software: llama.cpp's LoRA adapter GGUF (llama-server, Ollama).
+    Export(commands::export::ExportArgs),
     /// Run an experiment's sweep (facts × methods), resumably, and render its table.
     Sweep(commands::sweep::SweepArgs),
     /// Render a results directory: table (Markdown, CSV), SVG plot, per-fact view.
@@ -100,6 +102,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Answer(a) => commands::answer::run(a),
         Command::Judge(a) => commands::judge::run(a),
         Command::Merge(a) => commands::merge::run(a),
+        Command::Export(a) => commands::export::run(a),
         Command::Fetch(a) => commands::fetch::run(a),
         Command::Sweep(a) => commands::sweep::run(a),
         Command::Table(a) => commands::table::run(a),

@@ -3,6 +3,7 @@
 pub mod answer;
 pub mod bench;
 pub mod corpus;
+pub mod export;
 pub mod fetch;
 pub mod generate;
 pub mod judge;

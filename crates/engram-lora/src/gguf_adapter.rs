@@ -1,0 +1,195 @@
+//! A PEFT adapter written as llama.cpp's LoRA adapter GGUF (what its `convert_lora_to_gguf.py`
+//! writes and `llama-server --lora` / Ollama's `ADAPTER` read): `general.type = adapter`,
+//! `adapter.type = lora`, `adapter.lora.alpha`, and per adapted weight `blk.N.<module>.weight`
+//! a pair `….lora_a` (`[r, in]`, GGUF dims `in, r`) and `….lora_b` (`[out, r]`, GGUF dims
+//! `r, out`). llama.cpp's llama weights carry q and k with the rows of each head interleaved
+//! (its converter's permutation); `lora_b` of q and k is permuted the same way, so that the
+//! adapter's delta lines up with the base weights llama.cpp holds.
+//!
+//! llama.cpp scales a delta by `alpha / r` (times the adapter scale the user gives, 1 by
+//! default); the alpha written is PEFT's scaling × r, so the delta is PEFT's also under rsLoRA.
+
+use std::path::Path;
+
+use engram_checkpoint::gguf::{GgufValue, GgufWriter, WriterTensor, permute_rows};
+use engram_checkpoint::{FloatFormat, encode_f32};
+use engram_model::LoraTarget;
+use serde_json::Value;
+
+use crate::error::{LoraError, Result};
+use crate::peft::PeftAdapter;
+
+/// The float type of the adapter's tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GgufAdapterType {
+    /// 32-bit floats: the adapter exactly.
+    F32,
+    /// 16-bit floats (llama.cpp's converter's default).
+    F16,
+}
+
+impl GgufAdapterType {
+    fn format_and_id(self) -> (FloatFormat, u32) {
+        match self {
+            GgufAdapterType::F32 => (FloatFormat::F32, 0),
+            GgufAdapterType::F16 => (FloatFormat::F16, 1),
+        }
+    }
+}
+
+/// What was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GgufAdapterSummary {
+    /// Tensors written (two per adapted weight).
+    pub tensors: usize,
+    /// The `adapter.lora.alpha` written (PEFT's scaling × rank).
+    pub alpha: f64,
+    /// Bytes of the file.
+    pub bytes: usize,
+}
+
+/// The GGUF module name of `target` (`blk.N.<module>.weight`).
+pub fn gguf_module(target: LoraTarget) -> &'static str {
+    match target {
+        LoraTarget::Q => "attn_q",
+        LoraTarget::K => "attn_k",
+        LoraTarget::V => "attn_v",
+        LoraTarget::O => "attn_output",
+        LoraTarget::Gate => "ffn_gate",
+        LoraTarget::Up => "ffn_up",
+        LoraTarget::Down => "ffn_down",
+    }
+}
+
+/// The base model's shape, as its `config.json` (or a GGUF file's equivalent) gives it.
+struct BaseShape {
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+    hidden: usize,
+    head_dim: usize,
+    intermediate: usize,
+}
+
+impl BaseShape {
+    fn of(config: &Value, origin: &str) -> Result<Self> {
+        let get = |k: &str| config.get(k).and_then(Value::as_u64).map(|v| v as usize);
+        let need = |k: &str| {
+            get(k).ok_or_else(|| {
+                LoraError::adapter(origin, format!("the base model's config has no `{k}`"))
+            })
+        };
+        let model_type = config
+            .get("model_type")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if model_type != "llama" {
+            return Err(LoraError::adapter(
+                origin,
+                format!(
+                    "the base model is `{model_type}`; llama.cpp adapters are written for llama models only"
+                ),
+            ));
+        }
+        let heads = need("num_attention_heads")?;
+        let hidden = need("hidden_size")?;
+        Ok(Self {
+            layers: need("num_hidden_layers")?,
+            heads,
+            kv_heads: get("num_key_value_heads").unwrap_or(heads),
+            hidden,
+            head_dim: get("head_dim").unwrap_or(hidden / heads.max(1)),
+            intermediate: need("intermediate_size")?,
+        })
+    }
+
+    /// `(in, out)` of `target`'s weight.
+    fn dims(&self, target: LoraTarget) -> (usize, usize) {
+        let (q, kv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
+        match target {
+            LoraTarget::Q => (self.hidden, q),
+            LoraTarget::K | LoraTarget::V => (self.hidden, kv),
+            LoraTarget::O => (q, self.hidden),
+            LoraTarget::Gate | LoraTarget::Up => (self.hidden, self.intermediate),
+            LoraTarget::Down => (self.intermediate, self.hidden),
+        }
+    }
+}
+
+/// Writes `adapter` for the base model whose config is `base_config` (from `base_origin`) as a
+/// llama.cpp LoRA adapter GGUF at `out`, atomically. Every adapted weight is checked against
+/// the base's shape before anything is written; an existing `out` is refused unless `force`.
+pub fn write_gguf_adapter(
+    adapter: &PeftAdapter,
+    base_config: &Value,
+    base_origin: &str,
+    out: &Path,
+    ty: GgufAdapterType,
+    force: bool,
+) -> Result<GgufAdapterSummary> {
+    if out.exists() && !force {
+        return Err(LoraError::adapter(
+            out,
+            "exists; pass --force to replace it".to_string(),
+        ));
+    }
+    let base = BaseShape::of(base_config, base_origin)?;
+    for f in &adapter.factors {
+        let want = base.dims(f.target);
+        if f.layer >= base.layers || (f.d_in, f.d_out) != want {
+            return Err(LoraError::adapter(
+                &adapter.path,
+                format!(
+                    "layer {} {}: the adapter is for a {}→{} weight, {base_origin} has {} (a {}-layer model): made for another base model?",
+                    f.layer,
+                    f.target.path(),
+                    f.d_in,
+                    f.d_out,
+                    if f.layer < base.layers {
+                        format!("{}→{}", want.0, want.1)
+                    } else {
+                        "no such layer".to_string()
+                    },
+                    base.layers
+                ),
+            ));
+        }
+    }
+    let alpha = adapter.config.scaling() * adapter.config.rank as f64;
+    let (format, type_id) = ty.format_and_id();
+    let mut w = GgufWriter::new();
+    w.meta("general.architecture", GgufValue::String("llama".into()))
+        .meta("general.type", GgufValue::String("adapter".into()))
+        .meta("adapter.type", GgufValue::String("lora".into()))
+        .meta("adapter.lora.alpha", GgufValue::F64(alpha));
+    if let Some(b) = &adapter.base_model {
+        w.meta("general.base_model.0.name", GgufValue::String(b.clone()));
+    }
+    for f in &adapter.factors {
+        let name = format!("blk.{}.{}.weight", f.layer, gguf_module(f.target));
+        let b = match f.target {
+            LoraTarget::Q => permute_rows(&f.b, f.d_out, f.rank, base.heads),
+            LoraTarget::K => permute_rows(&f.b, f.d_out, f.rank, base.kv_heads),
+            _ => f.b.clone(),
+        };
+        w.tensor(WriterTensor {
+            name: format!("{name}.lora_a"),
+            shape: vec![f.rank, f.d_in],
+            type_id,
+            data: encode_f32(&f.a, format),
+        });
+        w.tensor(WriterTensor {
+            name: format!("{name}.lora_b"),
+            shape: vec![f.d_out, f.rank],
+            type_id,
+            data: encode_f32(&b, format),
+        });
+    }
+    let bytes = w.to_bytes();
+    engram_io::write_file(out, &bytes).map_err(|e| LoraError::adapter(out, e.to_string()))?;
+    Ok(GgufAdapterSummary {
+        tensors: adapter.factors.len() * 2,
+        alpha,
+        bytes: bytes.len(),
+    })
+}
