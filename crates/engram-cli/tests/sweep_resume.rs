@@ -366,3 +366,39 @@ fn replicates_with_resampled_facts_spread_over_devices_to_the_local_table() {
     assert_eq!(ids("n4-rag-rep1"), ids("n4-lora-r4-rep1"));
     assert_eq!(ids("n4-rag"), ids("n4-lora-r4"));
 }
+
+#[test]
+fn export_gguf_writes_each_lora_cells_adapter_for_llama_cpp() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = tiny_experiment(dir.path());
+    let text = read(&exp).replace(
+        "[answer]",
+        "[export]\ngguf = true\ngguf_dtype = \"f32\"\n\n[answer]",
+    );
+    std::fs::write(&exp, &text).unwrap();
+    let r = dir.path().join("r");
+    let log = run_ok(sweep(&exp, &r));
+    for id in ["n4-lora-r4", "n8-lora-r4"] {
+        let gguf = r.join("adapters").join(format!("{id}.gguf"));
+        assert!(log.contains(&format!("{id}: adapter exported")), "{log}");
+        let f = engram_checkpoint::gguf::GgufFile::open(&gguf).unwrap();
+        assert_eq!(f.meta("general.type").unwrap().as_str(), Some("adapter"));
+        assert_eq!(f.tensors["blk.0.attn_q.weight.lora_a"].type_id, 0, "f32");
+    }
+    // Records do not depend on it: the sweep without [export] finds every cell done.
+    std::fs::write(
+        &exp,
+        text.replace("[export]\ngguf = true\ngguf_dtype = \"f32\"\n\n", ""),
+    )
+    .unwrap();
+    let log = run_ok(sweep(&exp, &r));
+    assert!(log.contains("0 cells run, 6 already done"), "{log}");
+    // An unknown float type is named.
+    std::fs::write(&exp, text.replace("\"f32\"", "\"q4\"")).unwrap();
+    let out = sweep(&exp, &r).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("export.gguf_dtype = \"q4\""),
+        "{err}"
+    );
+}

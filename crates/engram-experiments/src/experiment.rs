@@ -51,6 +51,8 @@ struct ExperimentFile {
     answer: AnswerConfig,
     #[serde(default)]
     qa: Option<QaSection>,
+    #[serde(default)]
+    export: ExportSpec,
     #[serde(default, rename = "override")]
     overrides: Overrides,
 }
@@ -162,6 +164,20 @@ fn minilm() -> String {
     engram_baselines::rag::DEFAULT_ENCODER.into()
 }
 
+/// What a sweep also writes for other software (`[export]`); nothing by default. Not part of
+/// any cell's configuration: turning it on leaves records done.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportSpec {
+    /// Each LoRA cell's adapter also as llama.cpp's LoRA adapter GGUF (`llama-server --lora`,
+    /// Ollama's `ADAPTER`): `adapters/<cell>.gguf` in the results directory.
+    #[serde(default)]
+    pub gguf: bool,
+    /// Its tensors' float type: `f16` (default, as llama.cpp's converter) or `f32`.
+    #[serde(default)]
+    pub gguf_dtype: Option<String>,
+}
+
 /// A loaded experiment: its own settings and its resolved presets (overrides applied).
 #[derive(Debug, Clone)]
 pub struct Experiment {
@@ -191,6 +207,8 @@ pub struct Experiment {
     pub answer: AnswerConfig,
     /// QA generation, for `facts.source = "corpus"`.
     pub qa: Option<QaSetup>,
+    /// What the sweep also writes for other software.
+    pub export: ExportSpec,
 }
 
 /// The `configs/` directory that belongs to an experiment file: `../configs` beside its
@@ -258,6 +276,7 @@ impl Experiment {
             methods: file.methods,
             answer: file.answer,
             qa,
+            export: file.export,
         };
         exp.validate()?;
         Ok(exp)
@@ -353,6 +372,13 @@ impl Experiment {
             return Err(self.bad(
                 "methods.replicates = 0: a cell needs at least one run (1 is the default)".into(),
             ));
+        }
+        if let Some(d) = &self.export.gguf_dtype
+            && !["f16", "f32"].contains(&d.as_str())
+        {
+            return Err(self.bad(format!(
+                "export.gguf_dtype = \"{d}\": engram writes \"f16\" or \"f32\" adapters"
+            )));
         }
         if m.resample_facts && m.replicates < 2 {
             return Err(self.bad(format!(

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use engram_baselines::{Measured, Method as AnswerMethod, Retriever, answer_by};
 use engram_facts::Fact;
-use engram_lora::{EpochEval, TrainOutcome, Trainer};
+use engram_lora::{EpochEval, GgufAdapterType, TrainOutcome, Trainer, write_gguf_adapter};
 use engram_model::AnswerConfig;
 
 use crate::cells::{Cell, Method};
@@ -87,6 +87,28 @@ impl Runner<'_> {
             .with_context(|| format!("training into {}", work.display()))
     }
 
+    /// Writes the adapter just trained into `work` as llama.cpp's LoRA adapter GGUF,
+    /// `adapters/<cell>.gguf` in the results directory (`[export] gguf = true`).
+    fn export_gguf(&self, cell: &Cell, work: &Path) -> Result<()> {
+        let exp = self.exp;
+        let adapter = engram_lora::load_adapter(work)?;
+        let base = engram_checkpoint::Checkpoint::open(&exp.model_source())?;
+        let dir = self.results.root.join("adapters");
+        std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+        let out = dir.join(format!("{}.gguf", cell.id()));
+        let ty = match exp.export.gguf_dtype.as_deref() {
+            Some("f32") => GgufAdapterType::F32,
+            _ => GgufAdapterType::F16,
+        };
+        write_gguf_adapter(&adapter, &base.config, &base.origin, &out, ty, true)?;
+        self.progress.note(&format!(
+            "{}: adapter exported for llama.cpp to {}",
+            cell.id(),
+            out.display()
+        ));
+        Ok(())
+    }
+
     /// Produces the cell's answers (training first, for LoRA).
     pub fn answer_cell(
         &mut self,
@@ -103,7 +125,13 @@ impl Runner<'_> {
         self.session()?;
         let t0 = Instant::now();
         let trained = match cell.method {
-            Method::Lora { rank } => Some(self.train(cell, rank, facts, work)?),
+            Method::Lora { rank } => {
+                let t = self.train(cell, rank, facts, work)?;
+                if exp.export.gguf {
+                    self.export_gguf(cell, work)?;
+                }
+                Some(t)
+            }
             _ => None,
         };
         let train_s = t0.elapsed().as_secs_f64();
