@@ -5,6 +5,8 @@
 //! with `--lora`: its greedy tokens' log-probabilities match engram's own with the adapter
 //! attached, and differ from the base model's by far more than that — so the adapter is applied,
 //! and applied as engram applies it (q and k included, whose rows llama.cpp holds permuted).
+//! The same adapter folded into the base by `engram merge --gguf f16` gives llama.cpp, without
+//! `--lora`, engram's adapted model again.
 
 mod common;
 
@@ -173,6 +175,30 @@ fn llama_cpp_applies_the_exported_adapter_as_engram_does() {
         d16 < F16_MAX_GAP && m16 < F16_MEAN_GAP,
         "f16 adapter: engram vs llama.cpp {m16} mean, {d16} max"
     );
+
+    // The adapter folded into the base as one GGUF file (adapted weights F16, the rest Q4_1 as
+    // stored), loaded by llama.cpp without --lora: engram's adapted model again.
+    let merged = dir.path().join("merged.gguf");
+    let (ok, _, err) = run(engram()
+        .args([
+            "merge",
+            "--gguf",
+            "f16",
+            "--model",
+            "smollm2-135m-instruct",
+            "--adapter",
+        ])
+        .arg(&adapter_dir)
+        .arg("--out")
+        .arg(&merged));
+    assert!(ok, "{err}");
+    let (tm, lpm) = llama_cpp(&python, &merged, &prompt, None);
+    let (mm, dm) = gap(&engram_logprobs(&adapted, &prompt_ids, &tm), &lpm);
+    eprintln!("merged GGUF: engram vs llama.cpp {mm:.3} mean, {dm:.3} max");
+    assert!(
+        dm < MAX_GAP && mm < MEAN_GAP,
+        "merged: engram vs llama.cpp {mm} mean, {dm} max"
+    );
 }
 
 #[test]
@@ -203,6 +229,15 @@ fn an_adapter_for_another_base_is_named_before_anything_is_written() {
         .arg("--out")
         .arg(&out));
     assert!(ok, "{err}");
+    // merge --gguf folds into GGUF bases only: an HF directory is named, with the way round.
+    let (ok, _, err) = run(engram()
+        .args(["merge", "--gguf", "f16", "--model"])
+        .arg(&tiny_dir)
+        .arg("--adapter")
+        .arg(&adapter_dir)
+        .arg("--out")
+        .arg(dir.path().join("m.gguf")));
+    assert!(!ok && err.contains("convert_hf_to_gguf"), "{err}");
     let f = engram_checkpoint::gguf::GgufFile::open(&out).unwrap();
     assert_eq!(f.meta("general.type").unwrap().as_str(), Some("adapter"));
     assert_eq!(f.meta("adapter.type").unwrap().as_str(), Some("lora"));

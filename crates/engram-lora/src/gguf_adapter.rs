@@ -116,6 +116,17 @@ impl BaseShape {
     }
 }
 
+/// An error unless `out` is free or `force` lets it be replaced.
+pub(crate) fn refuse_existing(out: &Path, force: bool) -> Result<()> {
+    if out.exists() && !force {
+        return Err(LoraError::adapter(
+            out,
+            "exists; pass --force to replace it",
+        ));
+    }
+    Ok(())
+}
+
 /// Writes `adapter` for the base model whose config is `base_config` (from `base_origin`) as a
 /// llama.cpp LoRA adapter GGUF at `out`, atomically. Every adapted weight is checked against
 /// the base's shape before anything is written; an existing `out` is refused unless `force`.
@@ -127,12 +138,7 @@ pub fn write_gguf_adapter(
     ty: GgufAdapterType,
     force: bool,
 ) -> Result<GgufAdapterSummary> {
-    if out.exists() && !force {
-        return Err(LoraError::adapter(
-            out,
-            "exists; pass --force to replace it".to_string(),
-        ));
-    }
+    refuse_existing(out, force)?;
     let base = BaseShape::of(base_config, base_origin)?;
     for f in &adapter.factors {
         let want = base.dims(f.target);

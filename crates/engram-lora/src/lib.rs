@@ -25,6 +25,7 @@ pub mod flat;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod flat_gather;
 pub mod gguf_adapter;
+pub mod gguf_merge;
 pub mod loss;
 pub mod losses;
 pub mod merge;
@@ -45,6 +46,7 @@ pub use epoch_eval::EpochEval;
 pub use error::{LoraError, Result};
 pub use examples::{TrainExample, build_examples};
 pub use gguf_adapter::{GgufAdapterSummary, GgufAdapterType, write_gguf_adapter};
+pub use gguf_merge::{MergedGguf, merge_to_gguf};
 pub use merge::merge_to_hf;
 pub use peft::{PeftAdapter, load_adapter, save_adapter};
 pub use record::{EpochRecord, TRAIN_RECORD, TrainRecord};

@@ -27,10 +27,55 @@ pub struct MergeArgs {
     /// Backend that computes the low-rank products.
     #[arg(long, default_value = "cpu")]
     pub backend: String,
+    /// Write one GGUF file llama.cpp loads instead of an HF directory (`--out` is then the
+    /// file): the base must be a GGUF file (or a registry alias of one); adapted weights are
+    /// stored as F16, the rest as the base stores them.
+    #[arg(long, value_enum)]
+    pub gguf: Option<MergedGgufType>,
+    /// Replace a `--gguf` output file that exists.
+    #[arg(long, requires = "gguf")]
+    pub force: bool,
+}
+
+/// `--gguf`: the type of the merged weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MergedGgufType {
+    /// 16-bit floats.
+    F16,
+}
+
+/// The GGUF file `spec` names: a `.gguf` path, or a registry alias (fetched if needed).
+fn gguf_path(spec: &str) -> Result<PathBuf> {
+    if spec.ends_with(".gguf") {
+        return Ok(PathBuf::from(spec));
+    }
+    match engram_checkpoint::model_store::find(spec) {
+        Some(m) => Ok(m.ensure(&crate::progress::Bars::new(true))?),
+        None => anyhow::bail!(
+            "--model {spec}: merge --gguf folds the adapter into a GGUF base (a .gguf file or a registry alias); for an HF checkpoint, merge without --gguf and convert with llama.cpp's convert_hf_to_gguf.py"
+        ),
+    }
 }
 
 /// Runs `engram merge`.
 pub fn run(a: MergeArgs) -> Result<()> {
+    if a.gguf.is_some() {
+        let base = gguf_path(&a.model)?;
+        let adapter = load_adapter(&a.adapter)?;
+        let m = engram_lora::merge_to_gguf(&base, &adapter, &a.out, a.force)?;
+        eprintln!(
+            "merged {} (rank {}) into {} → {} ({} weights merged as F16, {} tensors as stored, {:.1} MB); use it with: llama-server -m {}",
+            a.adapter.display(),
+            adapter.config.rank,
+            base.display(),
+            a.out.display(),
+            m.merged,
+            m.copied,
+            m.bytes as f64 / 1e6,
+            a.out.display()
+        );
+        return Ok(());
+    }
     let device = device_from_name(&a.backend)?;
     let ckpt = Checkpoint::open_with(&a.model, &crate::progress::Bars::new(true))?;
     let adapter = load_adapter(&a.adapter)?;
