@@ -12,7 +12,7 @@ use engram_checkpoint::{FloatFormat, encode_f32};
 use engram_model::LoraTarget;
 
 use crate::error::{LoraError, Result};
-use crate::gguf_adapter::gguf_module;
+use crate::gguf_adapter::{gguf_module, refuse_existing};
 use crate::peft::{PeftAdapter, PeftFactors};
 
 /// What was written.
@@ -61,12 +61,7 @@ pub fn merge_to_gguf(
     out: &Path,
     force: bool,
 ) -> Result<MergedGguf> {
-    if out.exists() && !force {
-        return Err(LoraError::adapter(
-            out,
-            "exists; pass --force to replace it",
-        ));
-    }
+    refuse_existing(out, force)?;
     let file = GgufFile::open(base)?;
     let arch = file
         .metadata
