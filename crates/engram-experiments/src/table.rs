@@ -63,9 +63,6 @@ pub struct Table {
     pub methods: Vec<Method>,
     /// The entries.
     pub entries: BTreeMap<(usize, Method), Entry>,
-    /// The fact ids of each size, in the order of [`Entry::Accuracy`]'s `outcomes` (the first
-    /// run's: with facts resampled per replicate each run has its own, in `runs`).
-    pub facts: BTreeMap<usize, Vec<String>>,
 }
 
 impl Table {
@@ -88,14 +85,6 @@ impl Table {
                 .or_default()
                 .push(r);
         }
-        let mut facts: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-        for r in records {
-            if r.status == CellStatus::Done && !facts.contains_key(&r.cell.facts) {
-                let mut ids: Vec<String> = r.questions.iter().map(|q| q.id.clone()).collect();
-                ids.sort();
-                facts.insert(r.cell.facts, ids);
-            }
-        }
         let entries = groups
             .into_iter()
             .map(|(key, mut group)| {
@@ -109,7 +98,6 @@ impl Table {
             sizes: sizes.into_iter().collect(),
             methods: methods.into_iter().collect(),
             entries,
-            facts,
         }
     }
 
