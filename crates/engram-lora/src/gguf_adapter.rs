@@ -17,7 +17,7 @@ use engram_model::LoraTarget;
 use serde_json::Value;
 
 use crate::error::{LoraError, Result};
-use crate::peft::PeftAdapter;
+use crate::peft::{PeftAdapter, PeftFactors};
 
 /// The float type of the adapter's tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +61,14 @@ pub fn gguf_module(target: LoraTarget) -> &'static str {
     }
 }
 
-/// The base model's shape, as its `config.json` (or a GGUF file's equivalent) gives it.
-struct BaseShape {
+/// The GGUF name of the weight `f` adapts: `blk.N.<module>.weight`.
+pub(crate) fn gguf_weight(f: &PeftFactors) -> String {
+    format!("blk.{}.{}.weight", f.layer, gguf_module(f.target))
+}
+
+/// The base model's shape, as its `config.json` (or a GGUF file's equivalent) gives it: what
+/// an adapter is checked against, and the heads llama.cpp's q/k row permutation runs over.
+pub(crate) struct BaseShape {
     layers: usize,
     heads: usize,
     kv_heads: usize,
@@ -72,7 +78,8 @@ struct BaseShape {
 }
 
 impl BaseShape {
-    fn of(config: &Value, origin: &str) -> Result<Self> {
+    /// The shape `config` (read from `origin`) gives; a named error unless it is a llama model.
+    pub(crate) fn of(config: &Value, origin: &str) -> Result<Self> {
         let get = |k: &str| config.get(k).and_then(Value::as_u64).map(|v| v as usize);
         let need = |k: &str| {
             get(k).ok_or_else(|| {
@@ -114,6 +121,48 @@ impl BaseShape {
             LoraTarget::Down => (self.intermediate, self.hidden),
         }
     }
+
+    /// Every factor of `adapter` against this shape (the base read from `origin`).
+    pub(crate) fn check(&self, adapter: &PeftAdapter, origin: &str) -> Result<()> {
+        for f in &adapter.factors {
+            let want = self.dims(f.target);
+            if f.layer >= self.layers || (f.d_in, f.d_out) != want {
+                return Err(LoraError::adapter(
+                    &adapter.path,
+                    format!(
+                        "layer {} {}: the adapter is for a {}→{} weight, {origin} has {} (a {}-layer model): made for another base model?",
+                        f.layer,
+                        f.target.path(),
+                        f.d_in,
+                        f.d_out,
+                        if f.layer < self.layers {
+                            format!("{}→{}", want.0, want.1)
+                        } else {
+                            "no such layer".to_string()
+                        },
+                        self.layers
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `rows` (of `cols` values each, HF's row order) of an output of `target` in llama.cpp's
+    /// order: q's and k's heads with their rotate-half rows interleaved, the rest as they are.
+    pub(crate) fn llama_cpp_rows(
+        &self,
+        target: LoraTarget,
+        values: Vec<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Vec<f32> {
+        match target {
+            LoraTarget::Q => permute_rows(&values, rows, cols, self.heads),
+            LoraTarget::K => permute_rows(&values, rows, cols, self.kv_heads),
+            _ => values,
+        }
+    }
 }
 
 /// An error unless `out` is free or `force` lets it be replaced.
@@ -140,27 +189,7 @@ pub fn write_gguf_adapter(
 ) -> Result<GgufAdapterSummary> {
     refuse_existing(out, force)?;
     let base = BaseShape::of(base_config, base_origin)?;
-    for f in &adapter.factors {
-        let want = base.dims(f.target);
-        if f.layer >= base.layers || (f.d_in, f.d_out) != want {
-            return Err(LoraError::adapter(
-                &adapter.path,
-                format!(
-                    "layer {} {}: the adapter is for a {}→{} weight, {base_origin} has {} (a {}-layer model): made for another base model?",
-                    f.layer,
-                    f.target.path(),
-                    f.d_in,
-                    f.d_out,
-                    if f.layer < base.layers {
-                        format!("{}→{}", want.0, want.1)
-                    } else {
-                        "no such layer".to_string()
-                    },
-                    base.layers
-                ),
-            ));
-        }
-    }
+    base.check(adapter, base_origin)?;
     let alpha = adapter.config.scaling() * adapter.config.rank as f64;
     let (format, type_id) = ty.format_and_id();
     let mut w = GgufWriter::new();
@@ -172,12 +201,8 @@ pub fn write_gguf_adapter(
         w.meta("general.base_model.0.name", GgufValue::String(b.clone()));
     }
     for f in &adapter.factors {
-        let name = format!("blk.{}.{}.weight", f.layer, gguf_module(f.target));
-        let b = match f.target {
-            LoraTarget::Q => permute_rows(&f.b, f.d_out, f.rank, base.heads),
-            LoraTarget::K => permute_rows(&f.b, f.d_out, f.rank, base.kv_heads),
-            _ => f.b.clone(),
-        };
+        let name = gguf_weight(f);
+        let b = base.llama_cpp_rows(f.target, f.b.clone(), f.d_out, f.rank);
         w.tensor(WriterTensor {
             name: format!("{name}.lora_a"),
             shape: vec![f.rank, f.d_in],

@@ -18,18 +18,26 @@ use crate::peft::{PeftAdapter, PeftFactors};
 
 pub use engram_checkpoint::DEFAULT_SHARD_BYTES;
 
-/// `W[out, in] + s · B[out, r] · A[r, in]` on `device`, in `W`'s stored format.
-fn merged(w: &HostTensor, f: &PeftFactors, scaling: f64, device: &Device) -> HostTensor {
-    let (out, inp) = (w.shape[0], w.shape[1]);
+/// `s · B[out, r] · A[r, in]` of `f`, computed on `device` in f32: row-major `[out, in]`.
+pub(crate) fn delta(f: &PeftFactors, scaling: f64, device: &Device) -> Vec<f32> {
     let host = |v: &[f32], shape: [usize; 2]| {
         Tensor::<2>::from_data(TensorData::new(v.to_vec(), shape), (device, DType::F32))
     };
-    let a = host(&f.a, [f.rank, inp]);
-    let b = host(&f.b, [out, f.rank]);
-    let sum = (host(&w.to_f32(), [out, inp]) + b.matmul(a).mul_scalar(scaling))
+    let a = host(&f.a, [f.rank, f.d_in]);
+    let b = host(&f.b, [f.d_out, f.rank]);
+    b.matmul(a)
+        .mul_scalar(scaling)
         .into_data()
         .try_into_vec_as::<f32>()
-        .expect("f32");
+        .expect("f32")
+}
+
+/// `W[out, in] + s · B[out, r] · A[r, in]` ([`delta`] on `device`), in `W`'s stored format.
+fn merged(w: &HostTensor, f: &PeftFactors, scaling: f64, device: &Device) -> HostTensor {
+    let mut sum = w.to_f32();
+    for (x, d) in sum.iter_mut().zip(delta(f, scaling, device)) {
+        *x += d;
+    }
     HostTensor {
         shape: w.shape.clone(),
         format: w.format,

@@ -59,10 +59,11 @@ fn gguf_path(spec: &str) -> Result<PathBuf> {
 
 /// Runs `engram merge`.
 pub fn run(a: MergeArgs) -> Result<()> {
+    let device = device_from_name(&a.backend)?;
     if a.gguf.is_some() {
         let base = gguf_path(&a.model)?;
         let adapter = load_adapter(&a.adapter)?;
-        let m = engram_lora::merge_to_gguf(&base, &adapter, &a.out, a.force)?;
+        let m = engram_lora::merge_to_gguf(&base, &adapter, &a.out, a.force, &device)?;
         eprintln!(
             "merged {} (rank {}) into {} → {} ({} weights merged as F16, {} tensors as stored, {:.1} MB); use it with: llama-server -m {}",
             a.adapter.display(),
@@ -76,7 +77,6 @@ pub fn run(a: MergeArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let device = device_from_name(&a.backend)?;
     let ckpt = Checkpoint::open_with(&a.model, &crate::progress::Bars::new(true))?;
     let adapter = load_adapter(&a.adapter)?;
     let shards = engram_lora::merge_to_hf(&ckpt, Some(&adapter), &a.out, a.shard_bytes, &device)?;
