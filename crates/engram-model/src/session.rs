@@ -35,6 +35,9 @@ pub struct Session {
     pub stop_ids: Vec<u32>,
     /// What was named and where it resolved to.
     pub origin: String,
+    /// The checkpoint's `config.json` (or its GGUF metadata's equivalent): for writers that
+    /// need the base's shape (an adapter exported for llama.cpp) without opening it again.
+    pub config: serde_json::Value,
     /// Seconds the load took.
     pub load_s: f64,
 }
@@ -57,16 +60,17 @@ impl Session {
             let ckpt = Checkpoint::open_with(&spec.model, progress)?;
             let tokenizer = ChatTokenizer::from_files(&ckpt.tokenizer)?;
             let model = Llama::load(&ckpt, dtype, &device)?;
-            Ok::<_, ModelError>((ckpt.origin, tokenizer, model))
+            Ok::<_, ModelError>((ckpt.origin, ckpt.config, tokenizer, model))
         })();
         progress.end();
-        let (origin, tokenizer, model) = loaded?;
+        let (origin, config, tokenizer, model) = loaded?;
         let stop_ids = tokenizer.stop_ids(&model.config.eos_token_ids);
         Ok(Self {
             model,
             tokenizer,
             stop_ids,
             origin,
+            config,
             load_s: t0.elapsed().as_secs_f64(),
         })
     }

@@ -89,10 +89,9 @@ impl Runner<'_> {
 
     /// Writes the adapter just trained into `work` as llama.cpp's LoRA adapter GGUF,
     /// `adapters/<cell>.gguf` in the results directory (`[export] gguf = true`).
-    fn export_gguf(&self, cell: &Cell, work: &Path) -> Result<()> {
+    fn export_gguf(&mut self, cell: &Cell, work: &Path) -> Result<()> {
         let exp = self.exp;
         let adapter = engram_lora::load_adapter(work)?;
-        let base = engram_checkpoint::Checkpoint::open(&exp.model_source())?;
         let dir = self.results.root.join("adapters");
         std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
         let out = dir.join(format!("{}.gguf", cell.id()));
@@ -100,6 +99,8 @@ impl Runner<'_> {
             Some("f32") => GgufAdapterType::F32,
             _ => GgufAdapterType::F16,
         };
+        // The session the cell trained with holds the base's config: no second open.
+        let base = self.session()?;
         write_gguf_adapter(&adapter, &base.config, &base.origin, &out, ty, true)?;
         self.progress.note(&format!(
             "{}: adapter exported for llama.cpp to {}",
