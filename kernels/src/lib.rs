@@ -8,6 +8,8 @@
 //!   ([`blocks`], [`kquants`]), bit-identical to the product with the dequantized matrix.
 //! - [`matmul_nt_q8`]: the same product as llama.cpp computes it — activations quantized to Q8
 //!   blocks, integer dot products with the weight blocks — faster, and an approximation.
+//! - [`BlockFormat::quantize`]: f32 weights written as GGML blocks, byte for byte as
+//!   llama.cpp's reference quantizers write them (K-quants included).
 //! - [`KvBuffer`]: a layer's key/value cache in one preallocated buffer, appended in place, and
 //!   a decode step's attention over it.
 
@@ -15,9 +17,11 @@ mod attention;
 mod blocks;
 mod exp;
 mod fields;
+mod kquantize;
 mod kquants;
 mod matmul_nt;
 mod q8_dot;
+mod quantize;
 
 pub use attention::KvBuffer;
 pub use blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};

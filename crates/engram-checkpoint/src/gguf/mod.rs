@@ -2,17 +2,20 @@
 //! architecture's mapping to HF names and layouts.
 
 mod dequant;
+mod encode;
 mod file;
 mod hf_config;
 mod hf_tokenizer;
 mod llama;
+mod mix;
 mod permute;
 mod value;
 mod writer;
 
-pub use dequant::{GgmlType, dequantize};
+pub use dequant::{GgmlType, dequantize, ggml_type_name};
 pub use file::{GgufFile, GgufTensor};
 pub use llama::GgufLlama;
+pub use mix::{GgufMix, MixModel};
 pub use permute::permute_rows;
 pub use value::GgufValue;
 pub use writer::{GgufWriter, WriterTensor};
