@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """llama.cpp answering the questions of an `engram answer` file with a LoRA adapter GGUF
-(`engram export`) applied: the documented check that facts an adapter memorized survive the
+(`engram export`) applied, or with none (`-`) on a model the adapter was merged into
+(`engram merge --gguf`): the documented check that facts an adapter memorized survive the
 export. Runs llama.cpp's own server (PyPI `xllamacpp`; its chat-completion handler is called
 directly, no HTTP) with the GGUF's own chat template (jinja), greedy, and writes the same JSONL
 with llama.cpp's answers, for `engram judge`.
 
     pip install xllamacpp==2026.10.11549
-Usage: python llamacpp_lora_answers.py MODEL.gguf ADAPTER.gguf ANSWERS.jsonl OUT.jsonl
+Usage: python llamacpp_lora_answers.py MODEL.gguf ADAPTER.gguf|- ANSWERS.jsonl OUT.jsonl
        [--max-tokens 32] [--threads 2]
 """
 import argparse
@@ -37,10 +38,12 @@ def main():
     p.ui = False
     p.port = 0
     p.hostnames = ["127.0.0.1"]
-    a = xlc.CommonAdapterLoraInfo()
-    a.path = args.lora
-    a.scale = 1.0
-    p.lora_adapters = [a]
+    if args.lora != "-":
+        a = xlc.CommonAdapterLoraInfo()
+        a.path = args.lora
+        a.scale = 1.0
+        p.lora_adapters = [a]
+    method = "lora (llama.cpp)" if args.lora != "-" else "merged lora (llama.cpp)"
     server = xlc.Server(p)
     with open(args.out, "w") as out:
         for r in rows:
@@ -53,7 +56,7 @@ def main():
                 sys.stderr.flush()
                 os._exit(1)
             answer = choices[0]["message"]["content"].strip()
-            out.write(json.dumps({**r, "method": "lora (llama.cpp)", "answer": answer}) + "\n")
+            out.write(json.dumps({**r, "method": method, "answer": answer}) + "\n")
     del server
     os._exit(0)
 

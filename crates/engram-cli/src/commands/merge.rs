@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use engram_checkpoint::Checkpoint;
 use engram_checkpoint::DEFAULT_SHARD_BYTES;
+use engram_checkpoint::gguf::GgufMix;
 use engram_lora::load_adapter;
 use engram_model::device_from_name;
 
@@ -28,20 +29,39 @@ pub struct MergeArgs {
     #[arg(long, default_value = "cpu")]
     pub backend: String,
     /// Write one GGUF file llama.cpp loads instead of an HF directory (`--out` is then the
-    /// file): the base must be a GGUF file (or a registry alias of one); adapted weights are
-    /// stored as F16, the rest as the base stores them.
-    #[arg(long, value_enum)]
+    /// file), as this llama.cpp file type: the base must be a GGUF file (or a registry alias of
+    /// one); adapted weights are stored as the type's rules give them (bytes as llama.cpp's own
+    /// quantizer writes), weights the base holds quantized are kept as stored.
+    #[arg(long, value_enum, ignore_case = true)]
     pub gguf: Option<MergedGgufType>,
     /// Replace a `--gguf` output file that exists.
     #[arg(long, requires = "gguf")]
     pub force: bool,
 }
 
-/// `--gguf`: the type of the merged weights.
+/// `--gguf`: the llama.cpp file type of the merged model.
+#[allow(non_camel_case_types)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MergedGgufType {
     /// 16-bit floats.
+    #[value(name = "F16")]
     F16,
+    /// 8-bit blocks of 32 weights.
+    #[value(name = "Q8_0")]
+    Q8_0,
+    /// 4-bit K-quants, with 6-bit ones where llama.cpp's Q4_K_M puts them.
+    #[value(name = "Q4_K_M")]
+    Q4_K_M,
+}
+
+impl MergedGgufType {
+    fn mix(self) -> GgufMix {
+        match self {
+            MergedGgufType::F16 => GgufMix::F16,
+            MergedGgufType::Q8_0 => GgufMix::Q8_0,
+            MergedGgufType::Q4_K_M => GgufMix::Q4_K_M,
+        }
+    }
 }
 
 /// The GGUF file `spec` names: a `.gguf` path, or a registry alias (fetched if needed).
@@ -60,17 +80,22 @@ fn gguf_path(spec: &str) -> Result<PathBuf> {
 /// Runs `engram merge`.
 pub fn run(a: MergeArgs) -> Result<()> {
     let device = device_from_name(&a.backend)?;
-    if a.gguf.is_some() {
+    if let Some(ty) = a.gguf {
         let base = gguf_path(&a.model)?;
         let adapter = load_adapter(&a.adapter)?;
-        let m = engram_lora::merge_to_gguf(&base, &adapter, &a.out, a.force, &device)?;
+        let mix = ty.mix();
+        let m = engram_lora::merge_to_gguf(&base, &adapter, &a.out, mix, a.force, &device)?;
+        let types: Vec<String> = m.types.iter().map(|(t, n)| format!("{n} {t}")).collect();
         eprintln!(
-            "merged {} (rank {}) into {} → {} ({} weights merged as F16, {} tensors as stored, {:.1} MB); use it with: llama-server -m {}",
+            "merged {} (rank {}) into {} → {} as {} ({} weights merged, {} converted: {}; {} tensors kept as stored; {:.1} MB); use it with: llama-server -m {}",
             a.adapter.display(),
             adapter.config.rank,
             base.display(),
             a.out.display(),
+            mix.name(),
             m.merged,
+            m.converted,
+            types.join(", "),
             m.copied,
             m.bytes as f64 / 1e6,
             a.out.display()
