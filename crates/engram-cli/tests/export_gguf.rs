@@ -296,6 +296,15 @@ fn an_adapter_for_another_base_is_named_before_anything_is_written() {
         .arg("--out")
         .arg(dir.path().join("m.gguf")));
     assert!(!ok && err.contains("convert_hf_to_gguf"), "{err}");
+    // A file type engram does not write is named, with the ones it does.
+    let (ok, _, err) = run(engram()
+        .args(["merge", "--gguf", "Q3_K_S", "--model"])
+        .arg(&tiny_dir)
+        .arg("--adapter")
+        .arg(&adapter_dir)
+        .arg("--out")
+        .arg(dir.path().join("m.gguf")));
+    assert!(!ok && err.contains("it writes F16, Q8_0, Q4_K_M"), "{err}");
     let f = engram_checkpoint::gguf::GgufFile::open(&out).unwrap();
     assert_eq!(f.meta("general.type").unwrap().as_str(), Some("adapter"));
     assert_eq!(f.meta("adapter.type").unwrap().as_str(), Some("lora"));

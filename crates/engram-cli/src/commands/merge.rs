@@ -32,36 +32,12 @@ pub struct MergeArgs {
     /// file), as this llama.cpp file type: the base must be a GGUF file (or a registry alias of
     /// one); adapted weights are stored as the type's rules give them (bytes as llama.cpp's own
     /// quantizer writes), weights the base holds quantized are kept as stored.
-    #[arg(long, value_enum, ignore_case = true)]
-    pub gguf: Option<MergedGgufType>,
+    /// One of F16, Q8_0, Q4_K_M (any case).
+    #[arg(long, value_parser = GgufMix::parse, value_name = "TYPE")]
+    pub gguf: Option<GgufMix>,
     /// Replace a `--gguf` output file that exists.
     #[arg(long, requires = "gguf")]
     pub force: bool,
-}
-
-/// `--gguf`: the llama.cpp file type of the merged model.
-#[allow(non_camel_case_types)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum MergedGgufType {
-    /// 16-bit floats.
-    #[value(name = "F16")]
-    F16,
-    /// 8-bit blocks of 32 weights.
-    #[value(name = "Q8_0")]
-    Q8_0,
-    /// 4-bit K-quants, with 6-bit ones where llama.cpp's Q4_K_M puts them.
-    #[value(name = "Q4_K_M")]
-    Q4_K_M,
-}
-
-impl MergedGgufType {
-    fn mix(self) -> GgufMix {
-        match self {
-            MergedGgufType::F16 => GgufMix::F16,
-            MergedGgufType::Q8_0 => GgufMix::Q8_0,
-            MergedGgufType::Q4_K_M => GgufMix::Q4_K_M,
-        }
-    }
 }
 
 /// The GGUF file `spec` names: a `.gguf` path, or a registry alias (fetched if needed).
@@ -80,10 +56,9 @@ fn gguf_path(spec: &str) -> Result<PathBuf> {
 /// Runs `engram merge`.
 pub fn run(a: MergeArgs) -> Result<()> {
     let device = device_from_name(&a.backend)?;
-    if let Some(ty) = a.gguf {
+    if let Some(mix) = a.gguf {
         let base = gguf_path(&a.model)?;
         let adapter = load_adapter(&a.adapter)?;
-        let mix = ty.mix();
         let m = engram_lora::merge_to_gguf(&base, &adapter, &a.out, mix, a.force, &device)?;
         let types: Vec<String> = m.types.iter().map(|(t, n)| format!("{n} {t}")).collect();
         eprintln!(
