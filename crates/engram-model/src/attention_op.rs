@@ -565,7 +565,7 @@ pub fn attention_rope_joined(
 mod tests {
     use burn::tensor::{Bool, DType, Device, Distribution, Tensor, s};
 
-    use engram_testkit::{f32_values, max_rel_diff};
+    use crate::testing::{f32_values, max_rel_diff};
 
     use super::attention_core;
     use crate::attention::attention_eager;
@@ -766,7 +766,7 @@ mod tests {
     #[cfg(feature = "wgpu")]
     #[test]
     fn rope_attention_matches_on_wgpu_with_one_layout_kernel_each_way() {
-        let _g = engram_testkit::train_lock();
+        let _g = crate::testing::train_lock();
         let device = crate::open_device("wgpu")
             .expect("a wgpu adapter (CI installs llvmpipe)")
             .autodiff();

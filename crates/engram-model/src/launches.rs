@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn counts_the_kernels_a_wgpu_computation_launches() {
         // One observer at a time (CubeCL's is process-wide): counting tests take turns.
-        let _g = engram_testkit::train_lock();
+        let _g = crate::testing::train_lock();
         let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
         let counter = LaunchCounter::start(&device).unwrap();
         let x: Tensor<1> = Tensor::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0], [3]), &device);

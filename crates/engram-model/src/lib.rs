@@ -42,6 +42,8 @@ pub mod session;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod swiglu_kernel;
 pub mod swiglu_op;
+#[doc(hidden)]
+pub mod testing;
 
 pub use answer::{
     Answer, AnswerConfig, answer_prompts, answer_questions, answers_from, question_prompt,

@@ -139,7 +139,7 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, w: Tensor<1>, eps: f64) -> Tensor<
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Tensor};
 
-    use engram_testkit::{f32_values, max_rel_diff};
+    use crate::testing::{f32_values, max_rel_diff};
 
     use super::rms_norm;
     use crate::norm::rms_norm_composed;

@@ -501,7 +501,7 @@ pub fn rotary_heads_first(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Ten
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Tensor};
 
-    use engram_testkit::f32_values;
+    use crate::testing::f32_values;
 
     use super::{rotary, rotary_heads_first};
     use crate::rope::rotary_composed;
@@ -586,7 +586,7 @@ mod tests {
     #[cfg(feature = "wgpu")]
     #[test]
     fn the_gradient_is_autodiffs_to_the_bit_on_wgpu() {
-        let _g = engram_testkit::train_lock();
+        let _g = crate::testing::train_lock();
         let device = crate::open_device("wgpu")
             .expect("a wgpu adapter (CI installs llvmpipe)")
             .autodiff();
@@ -603,7 +603,7 @@ mod tests {
 
         use super::RotaryOp;
 
-        let _g = engram_testkit::train_lock();
+        let _g = crate::testing::train_lock();
         let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
         let (cos, sin) = tables(&device);
         let x = Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), &device);

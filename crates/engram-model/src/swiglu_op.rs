@@ -231,7 +231,7 @@ mod tests {
     use burn::tensor::activation::silu;
     use burn::tensor::{DType, Device, Distribution, Tensor, s};
 
-    use engram_testkit::{f32_values, max_rel_diff};
+    use crate::testing::{f32_values, max_rel_diff};
 
     use super::swiglu_joined;
 
@@ -311,7 +311,7 @@ mod tests {
     #[cfg(feature = "wgpu")]
     #[test]
     fn gradients_match_on_wgpu_with_one_backward_kernel() {
-        let _g = engram_testkit::train_lock();
+        let _g = crate::testing::train_lock();
         let device = crate::open_device("wgpu")
             .expect("a wgpu adapter (CI installs llvmpipe)")
             .autodiff();

@@ -1,6 +1,6 @@
-//! The same transformers parity check on the wgpu backend (compiled with `--features wgpu`; on a
+//! The same transformers parity check on the wgpu backend (when engram-model is built with its
+//! `wgpu` feature, as the workspace's tests build it through the CLI's default features; on a
 //! machine without a GPU it runs on Mesa's software Vulkan device, llvmpipe).
-#![cfg(feature = "wgpu")]
 
 use engram_checkpoint::Checkpoint;
 use engram_model::{GenerationConfig, Llama, Sampling, WeightDType, device_from_name, generate};
@@ -8,6 +8,10 @@ use engram_testkit::*;
 
 #[test]
 fn tiny_f32_on_wgpu_matches_transformers() {
+    if !engram_model::available_backends().contains(&"wgpu") {
+        eprintln!("SKIPPED: engram-model was built without its `wgpu` feature");
+        return;
+    }
     let device = device_from_name("wgpu").unwrap();
     let ckpt = Checkpoint::open(fixture("tiny-f32").to_str().unwrap()).unwrap();
     let model = Llama::load(&ckpt, WeightDType::F32, &device).unwrap();
