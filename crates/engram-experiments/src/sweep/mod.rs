@@ -16,14 +16,17 @@
 //! training step or answer batch without a record — its checkpoints and saved answers stay for
 //! the run that resumes it — starts no further cell, and says so in [`SweepReport::stopped`].
 //!
-//! - [`runner`]: the model, encoder and judge, loaded when a cell first needs them;
-//! - [`cell`]: one cell from its saved or fresh answers to its record;
-//! - [`answer`]: a cell's answers by its method (training first, for LoRA);
-//! - [`work`]: the per-cell working directory.
+//! - [`runner`]: one cell from its saved or fresh answers (training first, for LoRA) to its
+//!   record — the runner's one `impl`;
+//! - [`shared`]: the model, encoder and judge, loaded when a cell first needs them;
+//! - [`answer`]: the method-dependent steps (memory check, training, GGUF export, figures);
+//! - [`judged`]: answers judged into the record's questions and counts;
+//! - [`work`]: the per-cell working directories.
 
 pub mod answer;
-pub mod cell;
+pub mod judged;
 pub mod runner;
+pub mod shared;
 pub mod work;
 
 use std::path::PathBuf;
@@ -39,8 +42,7 @@ use crate::lock::{self, Claim, LockSettings};
 use crate::plan::{CellState, PlannedCell, plan, state_of};
 use crate::record::{CellRecord, CellStatus, ResultsDir};
 use crate::render::{Rendered, render_dir};
-use cell::CellOutcome;
-use runner::Runner;
+use runner::{CellOutcome, Runner};
 
 /// The Burn release engram is built on (recorded in every cell).
 pub const BURN_VERSION: &str = "0.22.1";
@@ -191,7 +193,7 @@ pub fn run_sweep(
         if record.status == CellStatus::Failed {
             failed.push((id.clone(), record.error.clone().unwrap_or_default()));
         } else {
-            runner.clean_work(&id);
+            runner.work.clean(&id);
         }
         progress.note(&outcome_line(&record));
         ran.push(id);

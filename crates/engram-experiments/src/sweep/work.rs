@@ -1,6 +1,6 @@
-//! A cell's working directory, `results/<exp>/work/<cell>/`: stamped with the configuration
-//! hash it belongs to (emptied when another configuration takes it over), holding LoRA's
-//! per-epoch checkpoints and adapter and the answers saved before judging.
+//! The cells' working directories, `results/<exp>/work/<cell>/`: each stamped with the
+//! configuration hash it belongs to (emptied when another configuration takes it over), holding
+//! LoRA's per-epoch checkpoints and adapter and the answers saved before judging.
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::record::MethodMetrics;
-use crate::sweep::runner::Runner;
 
 /// Answers saved before judging (`work/<cell>/answers.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -45,15 +44,23 @@ impl SavedAnswers {
     }
 }
 
-impl Runner<'_> {
+/// Where the cells' working directories are, and whether trained adapters stay in them.
+pub struct WorkDirs {
+    /// `results/<exp>/work`.
+    pub root: PathBuf,
+    /// `[training] keep_adapters`.
+    pub keep_adapters: bool,
+}
+
+impl WorkDirs {
     /// The working directory of cell `id`.
-    pub fn work(&self, id: &str) -> PathBuf {
-        self.results.work_dir().join(id)
+    pub fn of(&self, id: &str) -> PathBuf {
+        self.root.join(id)
     }
 
     /// The cell's working directory, emptied if it belongs to another configuration.
-    pub fn prepare_work(&self, id: &str, hash: &str) -> Result<PathBuf> {
-        let dir = self.work(id);
+    pub fn prepare(&self, id: &str, hash: &str) -> Result<PathBuf> {
+        let dir = self.of(id);
         let stamp = dir.join("config_hash");
         if dir.exists() && std::fs::read_to_string(&stamp).ok().as_deref() != Some(hash) {
             std::fs::remove_dir_all(&dir).with_context(|| dir.display().to_string())?;
@@ -64,10 +71,10 @@ impl Runner<'_> {
     }
 
     /// After a record is written: drop optimizer checkpoints (and the adapter unless kept).
-    pub fn clean_work(&self, id: &str) {
-        let dir = self.work(id);
+    pub fn clean(&self, id: &str) {
+        let dir = self.of(id);
         let _ = std::fs::remove_dir_all(dir.join("checkpoints"));
-        if !self.exp.training.keep_adapters || !dir.join("adapter_config.json").exists() {
+        if !self.keep_adapters || !dir.join("adapter_config.json").exists() {
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
