@@ -8,7 +8,7 @@
 //!   ([`blocks`], [`kquants`]), bit-identical to the product with the dequantized matrix.
 //! - [`matmul_nt_q8`]: the same product as llama.cpp computes it — activations quantized to Q8
 //!   blocks, integer dot products with the weight blocks — faster, and an approximation.
-//! - [`BlockFormat::quantize`]: f32 weights written as GGML blocks, byte for byte as
+//! - [`quantize`]: f32 weights written as GGML blocks, byte for byte as
 //!   llama.cpp's reference quantizers write them (K-quants included).
 //! - [`KvBuffer`]: a layer's key/value cache in one preallocated buffer, appended in place, and
 //!   a decode step's attention over it.
@@ -28,3 +28,4 @@ pub use blocks::{BLOCK_ELEMS, BlockFormat, QuantizedMatrix};
 pub use exp::silu_mul;
 pub use matmul_nt::{matmul_nt, matmul_nt_quantized, simd_available};
 pub use q8_dot::{Q8Rows, matmul_nt_q8};
+pub use quantize::quantize;

@@ -12,38 +12,36 @@ use half::f16;
 use crate::blocks::BlockFormat;
 use crate::kquantize;
 
-impl BlockFormat {
-    /// `values` quantized as llama.cpp's reference quantizer writes them: whole blocks of
-    /// [`Self::block_elems`] values each, [`Self::block_bytes`] bytes each, in order (for a
-    /// matrix stored `[out, in]`, row after row).
-    ///
-    /// # Panics
-    /// If `values` is not a whole number of blocks.
-    pub fn quantize(self, values: &[f32]) -> Vec<u8> {
-        let be = self.block_elems();
-        assert!(
-            values.len().is_multiple_of(be),
-            "{self:?}: {} values are not a whole number of {be}-weight blocks",
-            values.len()
-        );
-        let mut out = vec![0u8; values.len() / be * self.block_bytes()];
-        let blocks = values
-            .chunks_exact(be)
-            .zip(out.chunks_exact_mut(self.block_bytes()));
-        for (x, y) in blocks {
-            match self {
-                BlockFormat::Q4_0 => symmetric::<4>(x, y),
-                BlockFormat::Q5_0 => symmetric::<5>(x, y),
-                BlockFormat::Q4_1 => with_min::<4>(x, y),
-                BlockFormat::Q5_1 => with_min::<5>(x, y),
-                BlockFormat::Q8_0 => q8_0(x, y),
-                BlockFormat::Q4_K => kquantize::q45_k::<false>(x, y),
-                BlockFormat::Q5_K => kquantize::q45_k::<true>(x, y),
-                BlockFormat::Q6_K => kquantize::q6_k(x, y),
-            }
+/// `values` quantized into `format` as llama.cpp's reference quantizer writes them: whole blocks
+/// of [`BlockFormat::block_elems`] values each, [`BlockFormat::block_bytes`] bytes each, in
+/// order (for a matrix stored `[out, in]`, row after row).
+///
+/// # Panics
+/// If `values` is not a whole number of blocks.
+pub fn quantize(format: BlockFormat, values: &[f32]) -> Vec<u8> {
+    let be = format.block_elems();
+    assert!(
+        values.len().is_multiple_of(be),
+        "{format:?}: {} values are not a whole number of {be}-weight blocks",
+        values.len()
+    );
+    let mut out = vec![0u8; values.len() / be * format.block_bytes()];
+    let blocks = values
+        .chunks_exact(be)
+        .zip(out.chunks_exact_mut(format.block_bytes()));
+    for (x, y) in blocks {
+        match format {
+            BlockFormat::Q4_0 => symmetric::<4>(x, y),
+            BlockFormat::Q5_0 => symmetric::<5>(x, y),
+            BlockFormat::Q4_1 => with_min::<4>(x, y),
+            BlockFormat::Q5_1 => with_min::<5>(x, y),
+            BlockFormat::Q8_0 => q8_0(x, y),
+            BlockFormat::Q4_K => kquantize::q45_k::<false>(x, y),
+            BlockFormat::Q5_K => kquantize::q45_k::<true>(x, y),
+            BlockFormat::Q6_K => kquantize::q6_k(x, y),
         }
-        out
     }
+    out
 }
 
 /// `v` as the little-endian f16 GGML stores (round to nearest even, as `GGML_FP32_TO_FP16`).
@@ -163,7 +161,7 @@ mod tests {
     fn every_format_reads_back_within_its_step() {
         let x = weights(4096, 7);
         for f in BlockFormat::ALL {
-            let q = f.quantize(&x);
+            let q = quantize(f, &x);
             assert_eq!(q.len(), x.len() / f.block_elems() * f.block_bytes());
             let mut back = vec![0.0; x.len()];
             f.dequantize_into(&q, &mut back);
@@ -203,7 +201,7 @@ mod tests {
         for f in BlockFormat::ALL {
             let x = vec![0.0; f.block_elems()];
             let mut back = vec![1.0; x.len()];
-            f.dequantize_into(&f.quantize(&x), &mut back);
+            f.dequantize_into(&quantize(f, &x), &mut back);
             assert!(back.iter().all(|&v| v == 0.0), "{f:?}: {back:?}");
         }
     }

@@ -1,13 +1,13 @@
 //! engram's GGML writers against llama.cpp's: every block format engram writes, on random
 //! weights of varied shape and scale and on a real SmolLM2-135M weight matrix, quantized by
-//! engram ([`GgmlType::encode`]) and by llama.cpp's own GGML (`ggml_quantize_chunk`, through
+//! engram ([`encode`]) and by llama.cpp's own GGML (`ggml_quantize_chunk`, through
 //! `tests/peers/ggml_quantize.py` and the Python `ENGRAM_TEST_PEER_PYTHON` names, with PyPI
 //! `xllamacpp`), must be the same bytes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use engram_checkpoint::gguf::{GgmlType, GgufFile};
+use engram_checkpoint::gguf::{GgmlType, GgufFile, encode};
 
 /// llama.cpp's bytes for `values` (rows of `n_per_row`) as `ty`.
 fn ggml(python: &str, dir: &Path, ty: GgmlType, n_per_row: usize, values: &[f32]) -> Vec<u8> {
@@ -80,7 +80,7 @@ fn engram_writes_the_bytes_llama_cpp_writes() {
     for (what, cols, values) in &cases {
         for id in [2, 3, 6, 7, 8, 12, 13, 14] {
             let ty = GgmlType::from_id(id).unwrap();
-            let ours = ty.encode(values);
+            let ours = encode(ty, values);
             let theirs = ggml(&python, dir.path(), ty, *cols, values);
             assert_eq!(ours.len(), theirs.len(), "{what} {}", ty.name());
             let bb = ty.block_bytes();

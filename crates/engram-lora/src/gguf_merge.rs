@@ -14,7 +14,7 @@ use std::path::Path;
 
 use burn::tensor::Device;
 use engram_checkpoint::gguf::{
-    GgmlType, GgufLlama, GgufMix, GgufValue, GgufWriter, MixModel, WriterTensor,
+    GgmlType, GgufLlama, GgufMix, GgufValue, GgufWriter, MixModel, WriterTensor, encode,
 };
 
 use crate::error::{LoraError, Result};
@@ -133,7 +133,7 @@ pub fn merge_to_gguf(
                     name: t.name.clone(),
                     shape,
                     type_id: ty.id(),
-                    data: ty.encode(&v),
+                    data: encode(ty, &v),
                 }
             }
             _ => {

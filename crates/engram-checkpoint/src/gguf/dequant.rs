@@ -39,6 +39,30 @@ impl GgmlType {
         })
     }
 
+    /// The GGUF type id (the inverse of [`GgmlType::from_id`]).
+    pub fn id(self) -> u32 {
+        match self {
+            GgmlType::F32 => 0,
+            GgmlType::F16 => 1,
+            GgmlType::BF16 => 30,
+            GgmlType::Block(f) => match f {
+                BlockFormat::Q4_0 => 2,
+                BlockFormat::Q4_1 => 3,
+                BlockFormat::Q5_0 => 6,
+                BlockFormat::Q5_1 => 7,
+                BlockFormat::Q8_0 => 8,
+                BlockFormat::Q4_K => 12,
+                BlockFormat::Q5_K => 13,
+                BlockFormat::Q6_K => 14,
+            },
+        }
+    }
+
+    /// The type's name as llama.cpp prints it.
+    pub fn name(self) -> &'static str {
+        ggml_type_name(self.id())
+    }
+
     /// Elements per block.
     pub fn block_elems(self) -> usize {
         match self {

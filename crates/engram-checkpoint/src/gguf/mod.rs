@@ -13,6 +13,7 @@ mod value;
 mod writer;
 
 pub use dequant::{GgmlType, dequantize, ggml_type_name};
+pub use encode::encode;
 pub use file::{GgufFile, GgufTensor};
 pub use llama::GgufLlama;
 pub use mix::{GgufMix, MixModel};
