@@ -161,6 +161,30 @@ fn a_manifest_is_checked_against_the_experiment_and_its_index() {
     let manifest = launch.join("manifest.json");
     let m: serde_json::Value = serde_json::from_str(&read(&manifest)).unwrap();
     assert_eq!(m["cells"].as_array().unwrap().len(), 6);
+    // Each frozen cell carries its typed key beside its id.
+    for c in m["cells"].as_array().unwrap() {
+        let (id, cell) = (c["id"].as_str().unwrap(), &c["cell"]);
+        let n = cell["facts"].as_u64().unwrap();
+        assert!(id.starts_with(&format!("n{n}-")), "{id}: {cell}");
+        assert!(cell["method"]["kind"].is_string(), "{id}: {cell}");
+    }
+    // A manifest of another format is refused by name.
+    let old = launch.join("old.json");
+    std::fs::write(
+        &old,
+        read(&manifest).replace("\"format\": 2", "\"format\": 1"),
+    )
+    .unwrap();
+    let e = fails(
+        engram()
+            .args(["sweep", "--cell-index", "0", "--manifest"])
+            .arg(&old)
+            .arg(&exp),
+    );
+    assert!(
+        e.contains("manifest format 1") && e.contains("submit"),
+        "{e}"
+    );
     let script = read(&launch.join(format!(
         "{}.sbatch",
         m["classes"][0]["name"].as_str().unwrap()

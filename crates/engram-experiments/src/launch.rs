@@ -2,7 +2,9 @@
 //! local sweep works them out, grouped into resource classes by the dry-run's estimates (a
 //! rank-2048 cell does not share a request with rank 8), written to a manifest under
 //! `results/<exp>/launch/<unix time>/`. A task names a cell by its index in the manifest; the
-//! cell's configuration hash is checked against the experiment as it is when the task runs.
+//! manifest holds the cell itself (typed: fact count, method, replicate), which the task's sweep
+//! selects from its plan by equality — no id is matched or parsed — and whose configuration hash
+//! it checks against the experiment as it is when the task runs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
+use crate::cells::Cell;
 use crate::dry_run::architecture;
 use crate::estimate::estimate;
 use crate::experiment::Experiment;
@@ -20,14 +23,16 @@ use crate::record::ResultsDir;
 
 /// The manifest's file name inside its launch directory.
 pub const MANIFEST: &str = "manifest.json";
-/// Manifest format version.
-pub const FORMAT: u32 = 1;
+/// Manifest format version (2: cells carry their typed key).
+pub const FORMAT: u32 = 2;
 
 /// One cell to run, as frozen at submission.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrozenCell {
-    /// The cell id.
+    /// The cell id (for people and logs).
     pub id: String,
+    /// The cell.
+    pub cell: Cell,
     /// Its configuration hash at submission.
     pub hash: String,
 }
@@ -112,6 +117,7 @@ pub fn freeze(
         let (s, b) = e.map_or((0.0, 0.0), |e| (e.seconds, e.peak_bytes));
         let cell = FrozenCell {
             id: p.cell.id(),
+            cell: p.cell,
             hash: p.hash,
         };
         groups.entry(class).or_default().push((cell, s, b));
@@ -182,7 +188,7 @@ impl Manifest {
             .with_context(|| format!("{}: not an engram launch manifest", path.display()))?;
         if m.format != FORMAT {
             bail!(
-                "{}: manifest format {} (this engram reads {FORMAT})",
+                "{}: manifest format {} (this engram reads {FORMAT}); submit the sweep again",
                 path.display(),
                 m.format
             );
@@ -218,13 +224,17 @@ pub struct FrozenTask {
 }
 
 impl FrozenTask {
-    /// Checks the cell against `planned`, the plan of the experiment as it is now with only this
-    /// cell selected: its configuration hash must be the frozen one (else the experiment
-    /// changed since submission).
-    pub fn check(&self, planned: &[PlannedCell]) -> Result<()> {
+    /// The frozen cell picked from `planned`, the plan of the experiment as it is now, by its
+    /// typed key; its configuration hash must be the frozen one (else the experiment changed
+    /// since submission).
+    pub fn select(&self, planned: Vec<PlannedCell>) -> Result<Vec<PlannedCell>> {
         let (path, cell) = (self.manifest.display(), &self.cell);
-        match planned.first() {
-            Some(p) if p.hash == cell.hash => Ok(()),
+        let mine: Vec<PlannedCell> = planned
+            .into_iter()
+            .filter(|p| p.cell == cell.cell)
+            .collect();
+        match mine.first() {
+            Some(p) if p.hash == cell.hash => Ok(mine),
             Some(p) => bail!(
                 "{path}: the experiment changed since submission: cell {} has configuration hash {} now, the manifest froze {}; submit again",
                 cell.id,

@@ -56,7 +56,8 @@ pub struct SweepOptions {
     pub only: Vec<String>,
     /// How cell claims beat and go stale.
     pub locks: LockSettings,
-    /// A Slurm task's frozen cell (`only` selects it), checked against the plan before it runs.
+    /// A Slurm task's frozen cell: the one cell that runs (selected by its typed key; `only` is
+    /// then ignored), checked against the plan before it runs.
     pub frozen: Option<FrozenTask>,
     /// A request to stop (the binary's signal handlers set it): the running cell ends at its
     /// next training step or answer batch, unrecorded and resumable, and no further cell starts.
@@ -103,10 +104,10 @@ pub fn run_sweep(
     let (pool, source) = load_pool(exp)?;
     let samples = samples(exp, &pool, &source)?;
     let results = ResultsDir::new(&opts.results);
-    let planned = plan(exp, &samples, &results, &opts.only);
-    if let Some(task) = &opts.frozen {
-        task.check(&planned)?;
-    }
+    let planned = match &opts.frozen {
+        Some(task) => task.select(plan(exp, &samples, &results, &[]))?,
+        None => plan(exp, &samples, &results, &opts.only),
+    };
     if planned.is_empty() {
         return Err(anyhow!(
             "--only {:?} selects none of the cells of {}",
