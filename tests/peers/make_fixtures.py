@@ -11,6 +11,10 @@ gguf, accelerate). Writes under tests/fixtures/:
   tiny-bf16-tied/       same shapes, other seed: bf16 tensors, tied embeddings (no lm_head), two
                         shards + model.safetensors.index.json, transformers 5's rope_parameters
   tiny-bf16-tied/reference.safetensors
+  tiny-qwen2/           random Qwen2ForCausalLM (the Qwen2/Qwen2.5 architecture) of the same shape: f32,
+                        random q/k/v biases (no o bias), random norm weights, tied embeddings,
+                        rope_theta 1e6, use_sliding_window false; tiny-f32's tokenizer files
+  tiny-qwen2/reference.safetensors
   chat_templates.json   Llama-3.1-Instruct renderings + ids (../shared/models tokenizer) and
                         ChatML renderings (SmolLM2's GGUF template) by apply_chat_template
   smollm2_reference.safetensors  (with --smollm2 GGUF) transformers' logits for SmolLM2-135M-Instruct
@@ -87,6 +91,38 @@ def tiny_models():
     reference(tied)
 
 
+def tiny_qwen2():
+    import shutil
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    out = os.path.join(FIX, "tiny-qwen2")
+    src = os.path.join(FIX, "tiny-f32")
+    os.makedirs(out, exist_ok=True)
+    llama = json.load(open(os.path.join(src, "config.json")))
+    torch.manual_seed(3)
+    cfg = Qwen2Config(vocab_size=2048, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                      rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                      use_sliding_window=False, bos_token_id=llama["bos_token_id"],
+                      eos_token_id=llama["eos_token_id"])
+    model = Qwen2ForCausalLM(cfg).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                # transformers initialises biases to zero, which would leave them untested.
+                p.normal_(0.0, 0.1)
+            elif "norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            else:
+                p.normal_(0.0, 0.08)
+    assert model.model.layers[0].self_attn.q_proj.bias is not None
+    assert model.model.layers[0].self_attn.o_proj.bias is None
+    model.save_pretrained(out, safe_serialization=True)
+    for f in ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"]:
+        shutil.copy(os.path.join(src, f), os.path.join(out, f))
+    reference(out)
+
+
 CONVERSATIONS = [
     ("user_only", [{"role": "user", "content": "What time did Jeff Skerrow move the Tuesday budget meeting to?"}]),
     ("system_user", [{"role": "system", "content": "You answer from memory.  "},
@@ -149,11 +185,13 @@ def smollm2_reference(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smollm2", help="path to SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--only", choices=["tiny", "chat", "smollm2"])
+    ap.add_argument("--only", choices=["tiny", "qwen2", "chat", "smollm2"])
     args = ap.parse_args()
     os.makedirs(FIX, exist_ok=True)
     if args.only in (None, "tiny"):
         tiny_models()
+    if args.only in (None, "qwen2"):
+        tiny_qwen2()
     if args.only in (None, "chat"):
         chat_templates(args.smollm2)
     if args.smollm2 and args.only in (None, "smollm2"):

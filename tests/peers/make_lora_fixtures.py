@@ -9,13 +9,17 @@ logits PEFT computes with each adapter applied, on fixed inputs:
   lora/r4-rs/     r=4, alpha=8, use_rslora (scale alpha/sqrt(r)), q/v only, layer 1 only
   lora/reference.safetensors   input_ids_{case}, logits_{adapter}_{case} (f32, eval mode)
 
-Usage: python tests/peers/make_lora_fixtures.py
+With --qwen2, the same for the tiny-qwen2 fixture (Qwen2ForCausalLM) instead, into lora-qwen2/
+(its r4 adapter only): PEFT's LoRA on the Qwen2 architecture, q/k/v biases included.
+
+Usage: python tests/peers/make_lora_fixtures.py [--qwen2]
 """
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import json  # noqa: E402
+import sys  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -33,8 +37,10 @@ def main():
     import transformers
 
     torch.set_num_threads(2)
-    base_dir = os.path.join(FIX, "tiny-f32")
-    out = os.path.join(FIX, "lora")
+    qwen2 = "--qwen2" in sys.argv[1:]
+    base_name = "tiny-qwen2" if qwen2 else "tiny-f32"
+    base_dir = os.path.join(FIX, base_name)
+    out = os.path.join(FIX, "lora-qwen2" if qwen2 else "lora")
     os.makedirs(out, exist_ok=True)
     g = torch.Generator().manual_seed(7)
     cases = {
@@ -49,6 +55,8 @@ def main():
                             layers_to_transform=[1], use_rslora=True, bias="none", task_type="CAUSAL_LM",
                             init_lora_weights=False),
     }
+    if qwen2:
+        del configs["r4-rs"]
     for name, cfg in configs.items():
         torch.manual_seed(11 if name == "r4" else 12)
         base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, attn_implementation="eager")
@@ -61,7 +69,7 @@ def main():
         os.remove(os.path.join(adir, "README.md"))  # PEFT's generated model card
         cfg_path = os.path.join(adir, "adapter_config.json")
         acfg = json.load(open(cfg_path))
-        acfg["base_model_name_or_path"] = "tests/fixtures/tiny-f32"  # not this machine's path
+        acfg["base_model_name_or_path"] = f"tests/fixtures/{base_name}"  # not this machine's path
         acfg["target_modules"] = sorted(acfg["target_modules"])  # PEFT writes a set
         json.dump(acfg, open(cfg_path, "w"), indent=2, sort_keys=True)
     save_file(tensors, os.path.join(out, "reference.safetensors"),

@@ -1,5 +1,7 @@
 //! The model configuration, read from an HF `config.json` in either spelling of rope settings
-//! (`rope_theta` + `rope_scaling`, or transformers 5's `rope_parameters`).
+//! (`rope_theta` + `rope_scaling`, or transformers 5's `rope_parameters`). One decoder with small
+//! per-architecture differences ([`Architecture`]): Llama, and Qwen2 / Qwen2.5 (bias on q, k and
+//! v, none on the output projection).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -30,9 +32,51 @@ pub enum RopeScaling {
     },
 }
 
+/// The decoder families engram runs, as HF's `config.json` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Architecture {
+    /// `LlamaForCausalLM` (Llama 2/3.x, SmolLM2, …).
+    #[default]
+    Llama,
+    /// `Qwen2ForCausalLM` (Qwen2, Qwen2.5): bias on q, k and v (never on o), full attention.
+    Qwen2,
+}
+
+impl Architecture {
+    /// Every supported architecture with its HF class and `model_type`.
+    pub const SUPPORTED: [(Architecture, &'static str, &'static str); 2] = [
+        (Architecture::Llama, "LlamaForCausalLM", "llama"),
+        (Architecture::Qwen2, "Qwen2ForCausalLM", "qwen2"),
+    ];
+
+    /// The architecture `architectures[0]` (or, without it, `model_type`) names.
+    pub fn from_hf(class: Option<&str>, model_type: Option<&str>) -> Option<Self> {
+        Self::SUPPORTED
+            .iter()
+            .find(|(_, c, t)| match class {
+                Some(class) => class == *c,
+                None => model_type == Some(*t),
+            })
+            .map(|(a, _, _)| *a)
+    }
+
+    /// The supported architectures, for messages: `LlamaForCausalLM ("llama"), …`.
+    pub fn supported_list() -> String {
+        Self::SUPPORTED
+            .iter()
+            .map(|(_, c, t)| format!("{c} (\"{t}\")"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// A Llama-family decoder's hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlamaConfig {
+    /// The architecture (which of the small per-family differences apply).
+    #[serde(default)]
+    pub architecture: Architecture,
     /// Vocabulary size (rows of the embedding).
     pub vocab_size: usize,
     /// Model width.
@@ -60,8 +104,10 @@ pub struct LlamaConfig {
     pub rope_freq_factors: Option<Vec<f32>>,
     /// Whether `lm_head` shares the embedding matrix.
     pub tie_word_embeddings: bool,
-    /// Bias on q/k/v/o projections.
-    pub attention_bias: bool,
+    /// Bias on the q, k and v projections.
+    pub qkv_bias: bool,
+    /// Bias on the attention's output projection.
+    pub o_bias: bool,
     /// Bias on the MLP projections.
     pub mlp_bias: bool,
     /// BOS id, when the config names one.
@@ -153,13 +199,33 @@ impl LlamaConfig {
             .and_then(|a| a.first())
             .and_then(|a| a.as_str());
         let model_type = v.get("model_type").and_then(|m| m.as_str());
-        let is_llama =
-            arch == Some("LlamaForCausalLM") || (arch.is_none() && model_type == Some("llama"));
-        if !is_llama {
+        let Some(architecture) = Architecture::from_hf(arch, model_type) else {
             return Err(ModelError::UnknownArchitecture {
                 origin: origin.to_string(),
                 architecture: arch.or(model_type).unwrap_or("(none given)").to_string(),
+                supported: Architecture::supported_list(),
             });
+        };
+        // Qwen2's sliding window (`use_sliding_window`) changes which keys a query sees; engram
+        // attends to the whole context, so a config that turns it on is refused, never run
+        // silently wrong.
+        if architecture == Architecture::Qwen2 && r.bool("use_sliding_window", false)? {
+            return Err(r.err(
+                "use_sliding_window",
+                "is true; engram runs Qwen2 with full attention only (the published Qwen2.5 configs set it false)",
+            ));
+        }
+        // transformers 5 spells the same per layer.
+        if let Some(types) = v.get("layer_types").and_then(|t| t.as_array())
+            && let Some(other) = types
+                .iter()
+                .filter_map(|t| t.as_str())
+                .find(|t| *t != "full_attention")
+        {
+            return Err(r.err(
+                "layer_types",
+                format!("holds `{other}`; engram runs full attention only"),
+            ));
         }
         let hidden_size = r.usize("hidden_size")?;
         let heads = r.usize("num_attention_heads")?;
@@ -240,6 +306,7 @@ impl LlamaConfig {
             return Err(r.err("hidden_act", format!("is `{act}`; Llama uses silu")));
         }
         Ok(Self {
+            architecture,
             vocab_size: r.usize("vocab_size")?,
             hidden_size,
             intermediate_size: r.usize("intermediate_size")?,
@@ -253,7 +320,10 @@ impl LlamaConfig {
             rope_scaling,
             rope_freq_factors: None,
             tie_word_embeddings: r.bool("tie_word_embeddings", false)?,
-            attention_bias: r.bool("attention_bias", false)?,
+            // Llama's `attention_bias` covers all four projections; Qwen2 has q/k/v bias always
+            // and none on o.
+            qkv_bias: architecture == Architecture::Qwen2 || r.bool("attention_bias", false)?,
+            o_bias: architecture == Architecture::Llama && r.bool("attention_bias", false)?,
             mlp_bias: r.bool("mlp_bias", false)?,
             bos_token_id: r.ids("bos_token_id")?.first().copied(),
             eos_token_ids: r.ids("eos_token_id")?,
@@ -272,11 +342,8 @@ impl LlamaConfig {
         let q = self.num_attention_heads * self.head_dim;
         let kv = self.num_key_value_heads * self.head_dim;
         let attn = h * q + 2 * h * kv + q * h;
-        let attn_bias = if self.attention_bias {
-            q + 2 * kv + h
-        } else {
-            0
-        };
+        let attn_bias =
+            if self.qkv_bias { q + 2 * kv } else { 0 } + if self.o_bias { h } else { 0 };
         let mlp = 3 * h * i + if self.mlp_bias { 2 * i + h } else { 0 };
         let per_layer = attn + attn_bias + mlp + 2 * h;
         let head = if self.tie_word_embeddings { 0 } else { v * h };
@@ -314,6 +381,38 @@ mod tests {
     }
 
     #[test]
+    fn qwen2_has_qkv_bias_and_refuses_a_sliding_window() {
+        let mut c = base();
+        c["architectures"] = json!(["Qwen2ForCausalLM"]);
+        c["use_sliding_window"] = json!(false);
+        c["sliding_window"] = json!(32768);
+        let q = LlamaConfig::from_hf_json(&c, "q.json").unwrap();
+        assert_eq!(q.architecture, Architecture::Qwen2);
+        assert!(q.qkv_bias && !q.o_bias);
+        let l = LlamaConfig::from_hf_json(&base(), "l.json").unwrap();
+        // q, k and v biases: 64 + 2 × 32 per layer.
+        assert_eq!(q.num_parameters() - l.num_parameters(), 2 * 128);
+        c["layer_types"] = json!(["full_attention", "sliding_attention"]);
+        let e = LlamaConfig::from_hf_json(&c, "q.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sliding_attention"), "{e}");
+        c["layer_types"] = json!(["full_attention", "full_attention"]);
+        c["use_sliding_window"] = json!(true);
+        let e = LlamaConfig::from_hf_json(&c, "q.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("use_sliding_window") && e.contains("q.json"),
+            "{e}"
+        );
+        let mut b = base();
+        b["attention_bias"] = json!(true);
+        let lb = LlamaConfig::from_hf_json(&b, "b.json").unwrap();
+        assert!(lb.qkv_bias && lb.o_bias);
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let mut c = base();
         c["architectures"] = json!(["GPT2LMHeadModel"]);
@@ -321,7 +420,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("GPT2LMHeadModel") && e.contains("x/config.json"),
+            e.contains("GPT2LMHeadModel")
+                && e.contains("x/config.json")
+                && e.contains("Qwen2ForCausalLM"),
             "{e}"
         );
         let mut c = base();

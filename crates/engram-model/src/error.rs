@@ -9,14 +9,14 @@ pub enum ModelError {
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     /// The config names an architecture engram does not implement.
-    #[error(
-        "{origin}: unsupported architecture `{architecture}` (engram runs LlamaForCausalLM / model_type \"llama\")"
-    )]
+    #[error("{origin}: unsupported architecture `{architecture}` (engram runs {supported})")]
     UnknownArchitecture {
         /// The config file.
         origin: String,
         /// What it names.
         architecture: String,
+        /// The architectures engram runs.
+        supported: String,
     },
     /// A config key is missing, mistyped or out of range.
     #[error("{origin}: config key `{key}` {problem}")]

@@ -49,7 +49,7 @@ pub use answer::{
     Answer, AnswerConfig, answer_prompts, answer_questions, answers_from, question_prompt,
 };
 pub use burn;
-pub use config::{LlamaConfig, RopeScaling};
+pub use config::{Architecture, LlamaConfig, RopeScaling};
 pub use device::{
     available_backends, backend_kind, cuda_compiler, device_from_name, device_label, device_memory,
     device_name, is_cpu, open_device,

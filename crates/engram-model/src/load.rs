@@ -278,8 +278,7 @@ impl Llama {
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for n in 0..c.num_hidden_layers {
             let p = format!("model.layers.{n}");
-            let ab = c.attention_bias;
-            let mb = c.mlp_bias;
+            let (qkv_b, o_b, mb) = (c.qkv_bias, c.o_bias, c.mlp_bias);
             layers.push(DecoderLayer {
                 input_layernorm: l.norm(
                     &format!("{p}.input_layernorm.weight"),
@@ -287,10 +286,10 @@ impl Llama {
                     c.rms_norm_eps,
                 )?,
                 self_attn: Attention {
-                    q_proj: l.linear(&format!("{p}.self_attn.q_proj"), h, q, ab)?,
-                    k_proj: l.linear(&format!("{p}.self_attn.k_proj"), h, kv, ab)?,
-                    v_proj: l.linear(&format!("{p}.self_attn.v_proj"), h, kv, ab)?,
-                    o_proj: l.linear(&format!("{p}.self_attn.o_proj"), q, h, ab)?,
+                    q_proj: l.linear(&format!("{p}.self_attn.q_proj"), h, q, qkv_b)?,
+                    k_proj: l.linear(&format!("{p}.self_attn.k_proj"), h, kv, qkv_b)?,
+                    v_proj: l.linear(&format!("{p}.self_attn.v_proj"), h, kv, qkv_b)?,
+                    o_proj: l.linear(&format!("{p}.self_attn.o_proj"), q, h, o_b)?,
                     n_heads: c.num_attention_heads,
                     n_kv_heads: c.num_key_value_heads,
                     head_dim: c.head_dim,

@@ -1,9 +1,12 @@
-//! Parity with transformers' `LlamaForCausalLM` on tiny random checkpoints made by
-//! `tests/peers/make_fixtures.py`: f32 logits within 1e-4 max-abs, identical greedy tokens.
+//! Parity with transformers' `LlamaForCausalLM` and `Qwen2ForCausalLM` on tiny random
+//! checkpoints made by `tests/peers/make_fixtures.py`: f32 logits within 1e-4 max-abs, identical
+//! greedy tokens.
 //!
 //! tiny-f32: f32, untied head, single file, llama3 rope via `rope_scaling` + `rope_theta`.
 //! tiny-bf16-tied: bf16 tensors (upcast exactly to f32 here, as the reference does), tied
 //! embeddings, two shards with an index, llama3 rope via `rope_parameters`. Both use GQA.
+//! tiny-qwen2: the Qwen2 architecture — random q/k/v biases, no o bias, random norm weights,
+//! tied embeddings, rope theta 1e6 — as transformers 5 writes it.
 //!
 //! On the plain CPU device attention runs Burn's fused (flash) op; on the autodiff device it
 //! runs the eager matmul/softmax path that training uses: both are checked.
@@ -73,6 +76,13 @@ fn eager_attention_matches_transformers() {
 #[test]
 fn tiny_bf16_tied_sharded_matches_transformers() {
     check_model("tiny-bf16-tied");
+}
+
+#[test]
+fn tiny_qwen2_matches_transformers() {
+    check_model("tiny-qwen2");
+    // ... on the autodiff device's eager attention too (the path training takes).
+    check_model_on("tiny-qwen2", &Device::flex().autodiff());
 }
 
 #[test]
