@@ -15,6 +15,9 @@ gguf, accelerate). Writes under tests/fixtures/:
                         random q/k/v biases (no o bias), random norm weights, tied embeddings,
                         rope_theta 1e6, use_sliding_window false; tiny-f32's tokenizer files
   tiny-qwen2/reference.safetensors
+  tiny-qwen2.gguf       the same weights as llama.cpp's `qwen2` GGUF (gguf-py's writer, F32): `qwen2.*`
+                        keys, q/k rows as HF stores them (llama.cpp permutes only `llama`), the q/k/v
+                        biases, no output.weight (tied); tokenizer.ggml.* from tiny-f32's tokenizer.json
   chat_templates.json   Llama-3.1-Instruct renderings + ids (../shared/models tokenizer) and
                         ChatML renderings (SmolLM2's GGUF template) by apply_chat_template
   smollm2_reference.safetensors  (with --smollm2 GGUF) transformers' logits for SmolLM2-135M-Instruct
@@ -123,6 +126,61 @@ def tiny_qwen2():
     reference(out)
 
 
+def tiny_qwen2_gguf():
+    import gguf
+    from safetensors.numpy import load_file
+    src = os.path.join(FIX, "tiny-qwen2")
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    tok = json.load(open(os.path.join(src, "tokenizer.json")))
+    tcfg = json.load(open(os.path.join(src, "tokenizer_config.json")))
+    w = gguf.GGUFWriter(os.path.join(FIX, "tiny-qwen2.gguf"), "qwen2")
+    w.add_name("tiny-qwen2")
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    n = cfg["vocab_size"]
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    types = [gguf.TokenType.UNUSED] * n
+    for t, i in tok["model"]["vocab"].items():
+        tokens[i], types[i] = t, gguf.TokenType.NORMAL
+    for a in tok["added_tokens"]:
+        tokens[a["id"]] = a["content"]
+        types[a["id"]] = gguf.TokenType.CONTROL if a["special"] else gguf.TokenType.USER_DEFINED
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("llama-bpe")  # the tiny tokenizer's split regex is Llama 3's
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(cfg["bos_token_id"])
+    w.add_eos_token_id(cfg["eos_token_id"][0])
+    w.add_chat_template(tcfg["chat_template"])
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down"}
+    for name, t in sorted(load_file(os.path.join(src, "model.safetensors")).items()):
+        if name == "model.embed_tokens.weight":
+            g = "token_embd.weight"
+        elif name == "model.norm.weight":
+            g = "output_norm.weight"
+        else:
+            layer, rest = name[len("model.layers."):].split(".", 1)
+            module, suffix = rest.rsplit(".", 1)
+            g = f"blk.{layer}.{names[module]}.{suffix}"
+        w.add_tensor(g, t.astype("float32"))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 CONVERSATIONS = [
     ("user_only", [{"role": "user", "content": "What time did Jeff Skerrow move the Tuesday budget meeting to?"}]),
     ("system_user", [{"role": "system", "content": "You answer from memory.  "},
@@ -185,13 +243,15 @@ def smollm2_reference(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smollm2", help="path to SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--only", choices=["tiny", "qwen2", "chat", "smollm2"])
+    ap.add_argument("--only", choices=["tiny", "qwen2", "qwen2-gguf", "chat", "smollm2"])
     args = ap.parse_args()
     os.makedirs(FIX, exist_ok=True)
     if args.only in (None, "tiny"):
         tiny_models()
     if args.only in (None, "qwen2"):
         tiny_qwen2()
+    if args.only in (None, "qwen2", "qwen2-gguf"):
+        tiny_qwen2_gguf()
     if args.only in (None, "chat"):
         chat_templates(args.smollm2)
     if args.smollm2 and args.only in (None, "smollm2"):

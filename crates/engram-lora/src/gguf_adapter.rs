@@ -4,7 +4,8 @@
 //! a pair `….lora_a` (`[r, in]`, GGUF dims `in, r`) and `….lora_b` (`[out, r]`, GGUF dims
 //! `r, out`). llama.cpp's llama weights carry q and k with the rows of each head interleaved
 //! (its converter's permutation); `lora_b` of q and k is permuted the same way, so that the
-//! adapter's delta lines up with the base weights llama.cpp holds.
+//! adapter's delta lines up with the base weights llama.cpp holds. Qwen2 bases (`qwen2`) keep HF's
+//! row order in llama.cpp, and so does their adapter.
 //!
 //! llama.cpp scales a delta by `alpha / r` (times the adapter scale the user gives, 1 by
 //! default); the alpha written is PEFT's scaling × r, so the delta is PEFT's also under rsLoRA.
@@ -69,6 +70,8 @@ pub(crate) fn gguf_weight(f: &PeftFactors) -> String {
 /// The base model's shape, as its `config.json` (or a GGUF file's equivalent) gives it: what
 /// an adapter is checked against, and the heads llama.cpp's q/k row permutation runs over.
 pub(crate) struct BaseShape {
+    /// llama.cpp's name of the architecture (`general.architecture`).
+    arch: String,
     layers: usize,
     heads: usize,
     kv_heads: usize,
@@ -78,7 +81,8 @@ pub(crate) struct BaseShape {
 }
 
 impl BaseShape {
-    /// The shape `config` (read from `origin`) gives; a named error unless it is a llama model.
+    /// The shape `config` (read from `origin`) gives; a named error unless it is a llama or
+    /// qwen2 model.
     pub(crate) fn of(config: &Value, origin: &str) -> Result<Self> {
         let get = |k: &str| config.get(k).and_then(Value::as_u64).map(|v| v as usize);
         let need = |k: &str| {
@@ -90,17 +94,18 @@ impl BaseShape {
             .get("model_type")
             .and_then(Value::as_str)
             .unwrap_or("");
-        if model_type != "llama" {
+        if !["llama", "qwen2"].contains(&model_type) {
             return Err(LoraError::adapter(
                 origin,
                 format!(
-                    "the base model is `{model_type}`; llama.cpp adapters are written for llama models only"
+                    "the base model is `{model_type}`; llama.cpp adapters are written for llama and qwen2 models"
                 ),
             ));
         }
         let heads = need("num_attention_heads")?;
         let hidden = need("hidden_size")?;
         Ok(Self {
+            arch: model_type.to_string(),
             layers: need("num_hidden_layers")?,
             heads,
             kv_heads: get("num_key_value_heads").unwrap_or(heads),
@@ -149,7 +154,8 @@ impl BaseShape {
     }
 
     /// `rows` (of `cols` values each, HF's row order) of an output of `target` in llama.cpp's
-    /// order: q's and k's heads with their rotate-half rows interleaved, the rest as they are.
+    /// order: for `llama`, q's and k's heads with their rotate-half rows interleaved (llama.cpp's
+    /// converter permutes them); everything else, and every row of a `qwen2` model, as it is.
     pub(crate) fn llama_cpp_rows(
         &self,
         target: LoraTarget,
@@ -158,6 +164,7 @@ impl BaseShape {
         cols: usize,
     ) -> Vec<f32> {
         match target {
+            _ if self.arch != "llama" => values,
             LoraTarget::Q => permute_rows(&values, rows, cols, self.heads),
             LoraTarget::K => permute_rows(&values, rows, cols, self.kv_heads),
             _ => values,
@@ -193,7 +200,7 @@ pub fn write_gguf_adapter(
     let alpha = adapter.config.scaling() * adapter.config.rank as f64;
     let (format, type_id) = ty.format_and_id();
     let mut w = GgufWriter::new();
-    w.meta("general.architecture", GgufValue::String("llama".into()))
+    w.meta("general.architecture", GgufValue::String(base.arch.clone()))
         .meta("general.type", GgufValue::String("adapter".into()))
         .meta("adapter.type", GgufValue::String("lora".into()))
         .meta("adapter.lora.alpha", GgufValue::F64(alpha));

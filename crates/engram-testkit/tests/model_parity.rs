@@ -30,8 +30,13 @@ fn check_model(name: &str) {
 }
 
 fn check_model_on(name: &str, device: &Device) {
-    let model = load_on(name, device);
-    let reference = Reference::open(&fixture(name).join("reference.safetensors"));
+    check_loaded(name, &load_on(name, device), name);
+}
+
+/// `model` against the transformers reference of fixture `reference_of`.
+fn check_loaded(name: &str, model: &engram_model::Llama, reference_of: &str) {
+    let model = model.clone();
+    let reference = Reference::open(&fixture(reference_of).join("reference.safetensors"));
     let mut worst = 0f32;
     for case in CASES {
         let ids = reference.ids(&format!("input_ids_{case}"));
@@ -83,6 +88,14 @@ fn tiny_qwen2_matches_transformers() {
     check_model("tiny-qwen2");
     // ... on the autodiff device's eager attention too (the path training takes).
     check_model_on("tiny-qwen2", &Device::flex().autodiff());
+}
+
+/// The same weights as llama.cpp's `qwen2` GGUF (q/k rows as HF stores them, llama.cpp permutes
+/// only `llama` files): transformers' logits and greedy tokens again. llama.cpp itself reads the
+/// file to the same greedy tokens (`crates/engram-cli/tests/export_gguf.rs`).
+#[test]
+fn tiny_qwen2_gguf_matches_transformers() {
+    check_loaded("tiny-qwen2.gguf", &load("tiny-qwen2.gguf"), "tiny-qwen2");
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! The HF `config.json` and `generation_config.json` of a llama GGUF file, synthesized from its
-//! metadata as transformers' GGUF loader does.
+//! The HF `config.json` and `generation_config.json` of a `llama` or `qwen2` GGUF file,
+//! synthesized from its metadata (`<architecture>.*` keys) as transformers' GGUF loader does.
 
 use serde_json::{Value, json};
 
@@ -43,20 +43,21 @@ pub(crate) fn string_array(file: &GgufFile, key: &str) -> Result<Vec<String>> {
         .collect()
 }
 
-/// The HF `config.json` transformers builds from the same metadata (tied embeddings when the
-/// file has no `output.weight`).
-pub fn synthesize_config(file: &GgufFile) -> Result<Value> {
-    let heads = meta_u64(file, "llama.attention.head_count")?;
-    let hidden = meta_u64(file, "llama.embedding_length")?;
-    let kv_heads = match file.metadata.get("llama.attention.head_count_kv") {
+/// The HF `config.json` transformers builds from the same metadata of a file of `arch` (`llama`
+/// or `qwen2`; tied embeddings when the file has no `output.weight`).
+pub fn synthesize_config(file: &GgufFile, arch: &str) -> Result<Value> {
+    let key = |k: &str| format!("{arch}.{k}");
+    let heads = meta_u64(file, &key("attention.head_count"))?;
+    let hidden = meta_u64(file, &key("embedding_length"))?;
+    let kv_heads = match file.metadata.get(&key("attention.head_count_kv")) {
         Some(v) => v.as_u64().unwrap_or(heads),
         None => heads,
     };
-    let head_dim = match file.metadata.get("llama.rope.dimension_count") {
+    let head_dim = match file.metadata.get(&key("rope.dimension_count")) {
         Some(v) => v.as_u64().unwrap_or(hidden / heads.max(1)),
         None => hidden / heads.max(1),
     };
-    let vocab = match file.metadata.get("llama.vocab_size") {
+    let vocab = match file.metadata.get(&key("vocab_size")) {
         Some(v) => v.as_u64().unwrap_or(0),
         None => file
             .metadata
@@ -65,24 +66,28 @@ pub fn synthesize_config(file: &GgufFile) -> Result<Value> {
             .map(|a| a.len() as u64)
             .unwrap_or(0),
     };
-    let theta = match file.metadata.get("llama.rope.freq_base") {
+    let theta = match file.metadata.get(&key("rope.freq_base")) {
         Some(v) => v.as_f64().unwrap_or(10000.0),
         None => 10000.0,
     };
     let get_u = |k: &str| file.metadata.get(k).and_then(|v| v.as_u64());
     let tied = !file.tensors.contains_key("output.weight");
     let has_bias = file.tensors.contains_key("blk.0.attn_q.bias");
-    Ok(json!({
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+    let class = match arch {
+        "qwen2" => "Qwen2ForCausalLM",
+        _ => "LlamaForCausalLM",
+    };
+    let mut config = json!({
+        "architectures": [class],
+        "model_type": arch,
         "hidden_size": hidden,
-        "intermediate_size": meta_u64(file, "llama.feed_forward_length")?,
-        "num_hidden_layers": meta_u64(file, "llama.block_count")?,
+        "intermediate_size": meta_u64(file, &key("feed_forward_length"))?,
+        "num_hidden_layers": meta_u64(file, &key("block_count"))?,
         "num_attention_heads": heads,
         "num_key_value_heads": kv_heads,
         "head_dim": head_dim,
-        "max_position_embeddings": meta_u64(file, "llama.context_length")?,
-        "rms_norm_eps": meta_f64(file, "llama.attention.layer_norm_rms_epsilon")?,
+        "max_position_embeddings": meta_u64(file, &key("context_length"))?,
+        "rms_norm_eps": meta_f64(file, &key("attention.layer_norm_rms_epsilon"))?,
         "rope_theta": theta,
         "vocab_size": vocab,
         "tie_word_embeddings": tied,
@@ -91,7 +96,15 @@ pub fn synthesize_config(file: &GgufFile) -> Result<Value> {
         "bos_token_id": get_u("tokenizer.ggml.bos_token_id"),
         "eos_token_id": get_u("tokenizer.ggml.eos_token_id"),
         "pad_token_id": get_u("tokenizer.ggml.padding_token_id"),
-    }))
+    });
+    if arch == "qwen2" {
+        // Qwen2's q/k/v biases come with the architecture; llama.cpp runs it with full
+        // attention, as engram does.
+        let c = config.as_object_mut().expect("an object");
+        c.remove("attention_bias");
+        c.insert("use_sliding_window".into(), json!(false));
+    }
+    Ok(config)
 }
 
 /// `generation_config.json` equivalent: the eos id(s) the file names.

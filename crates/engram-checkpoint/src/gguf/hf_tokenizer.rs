@@ -12,11 +12,18 @@ use crate::{CheckpointError, Result};
 /// Pre-tokenizer regexes of llama.cpp's `tokenizer.ggml.pre` names (`llama-vocab.cpp`).
 const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// Qwen2's split (`tokenizer.ggml.pre = qwen2`): Llama 3's, but digits one by one.
+const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 fn pre_tokenizer(pre: &str) -> Value {
     let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
     match pre {
         "llama-bpe" | "llama3" => json!({"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": LLAMA3_REGEX}, "behavior": "Isolated", "invert": false},
+            byte_level(false)
+        ]}),
+        "qwen2" => json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN2_REGEX}, "behavior": "Isolated", "invert": false},
             byte_level(false)
         ]}),
         // SmolLM/StarCoder: single digits, then GPT-2's byte-level regex.
@@ -86,7 +93,8 @@ pub fn synthesize_tokenizer(file: &GgufFile) -> Result<Value> {
         "truncation": null,
         "padding": null,
         "added_tokens": added,
-        "normalizer": null,
+        // Qwen2's tokenizer normalizes to NFC first (transformers' Qwen2 converter does too).
+        "normalizer": if pre == "qwen2" { json!({"type": "NFC"}) } else { Value::Null },
         "pre_tokenizer": pre_tokenizer(pre),
         "post_processor": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
         "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},

@@ -1,5 +1,6 @@
-//! A GGUF file of the `llama` architecture seen as an HF checkpoint: HF tensor names, HF row
-//! order for q/k (llama.cpp's permutation undone), and an HF-style `config.json`,
+//! A GGUF file of the `llama` or `qwen2` architecture seen as an HF checkpoint: HF tensor names,
+//! HF row order for q/k (llama.cpp's permutation of `llama` files undone; `qwen2` files keep HF's
+//! order), and an HF-style `config.json`,
 //! `tokenizer.json` and `tokenizer_config.json` synthesized from the metadata (see
 //! [`super::hf_config`], [`super::hf_tokenizer`], [`super::permute`]).
 
@@ -26,7 +27,10 @@ enum RowOrder {
     Unpermute(usize),
 }
 
-/// A llama-architecture GGUF checkpoint.
+/// The GGUF architectures engram reads (`general.architecture`).
+pub const GGUF_ARCHITECTURES: [&str; 2] = ["llama", "qwen2"];
+
+/// A llama- or qwen2-architecture GGUF checkpoint.
 pub struct GgufLlama {
     file: GgufFile,
     /// HF name -> (GGUF name, row order).
@@ -64,24 +68,36 @@ fn hf_name(gguf: &str) -> Option<String> {
 }
 
 impl GgufLlama {
-    /// Opens `path`; fails with a named error unless `general.architecture` is `llama`.
+    /// Opens `path`; fails with a named error unless `general.architecture` is one of
+    /// [`GGUF_ARCHITECTURES`].
     pub fn open(path: &Path) -> Result<Self> {
         let file = GgufFile::open(path)?;
-        let arch = file.meta("general.architecture")?.as_str().unwrap_or("");
-        if arch != "llama" {
+        let arch = file
+            .meta("general.architecture")?
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if !GGUF_ARCHITECTURES.contains(&arch.as_str()) {
             return Err(CheckpointError::BadKey {
                 origin: path.display().to_string(),
                 key: "general.architecture".into(),
-                problem: format!("is `{arch}`; only `llama` GGUF files are supported"),
+                problem: format!(
+                    "is `{arch}`; engram reads {} GGUF files",
+                    GGUF_ARCHITECTURES.join(", ")
+                ),
             });
         }
-        let config = synthesize_config(&file)?;
+        // llama.cpp's converter interleaves q/k rows for `llama` only.
+        let permuted = arch == "llama";
+        let config = synthesize_config(&file, &arch)?;
         let heads = config["num_attention_heads"].as_u64().unwrap_or(1) as usize;
         let kv_heads = config["num_key_value_heads"].as_u64().unwrap_or(1) as usize;
         let mut names = BTreeMap::new();
         for g in file.tensors.keys() {
             let Some(hf) = hf_name(g) else { continue };
-            let order = if hf.contains("self_attn.q_proj") {
+            let order = if !permuted {
+                RowOrder::AsIs
+            } else if hf.contains("self_attn.q_proj") {
                 RowOrder::Unpermute(heads)
             } else if hf.contains("self_attn.k_proj") {
                 RowOrder::Unpermute(kv_heads)

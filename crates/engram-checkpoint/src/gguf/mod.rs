@@ -15,7 +15,7 @@ mod writer;
 pub use dequant::{GgmlType, dequantize, ggml_type_name};
 pub use encode::encode;
 pub use file::{GgufFile, GgufTensor};
-pub use llama::GgufLlama;
+pub use llama::{GGUF_ARCHITECTURES, GgufLlama};
 pub use mix::{GgufMix, MixModel};
 pub use permute::permute_rows;
 pub use value::GgufValue;
