@@ -15,6 +15,9 @@ gguf, accelerate). Writes under tests/fixtures/:
                         random q/k/v biases (no o bias), random norm weights, tied embeddings,
                         rope_theta 1e6, use_sliding_window false; tiny-f32's tokenizer files
   tiny-qwen2/reference.safetensors
+  tiny-qwen3/           random Qwen3ForCausalLM: q_norm/k_norm (random weights), head_dim 32 with
+                        hidden 64 (q is 128 wide), no biases, tied embeddings; tiny-f32's tokenizer
+  tiny-qwen3/reference.safetensors
   tiny-qwen2.gguf       the same weights as llama.cpp's `qwen2` GGUF (gguf-py's writer, F32): `qwen2.*`
                         keys, q/k rows as HF stores them (llama.cpp permutes only `llama`), the q/k/v
                         biases, no output.weight (tied); tokenizer.ggml.* from tiny-f32's tokenizer.json
@@ -94,21 +97,24 @@ def tiny_models():
     reference(tied)
 
 
-def tiny_qwen2():
+def tiny_qwen(family="qwen2"):
     import shutil
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-    out = os.path.join(FIX, "tiny-qwen2")
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+    out = os.path.join(FIX, f"tiny-{family}")
     src = os.path.join(FIX, "tiny-f32")
     os.makedirs(out, exist_ok=True)
     llama = json.load(open(os.path.join(src, "config.json")))
-    torch.manual_seed(3)
-    cfg = Qwen2Config(vocab_size=2048, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                      rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True,
-                      use_sliding_window=False, bos_token_id=llama["bos_token_id"],
-                      eos_token_id=llama["eos_token_id"])
-    model = Qwen2ForCausalLM(cfg).float().eval()
+    torch.manual_seed(3 if family == "qwen2" else 4)
+    common = dict(vocab_size=2048, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                  rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                  use_sliding_window=False, bos_token_id=llama["bos_token_id"],
+                  eos_token_id=llama["eos_token_id"])
+    if family == "qwen2":
+        model = Qwen2ForCausalLM(Qwen2Config(**common)).float().eval()
+    else:
+        model = Qwen3ForCausalLM(Qwen3Config(head_dim=32, attention_bias=False, **common)).float().eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias"):
@@ -118,8 +124,8 @@ def tiny_qwen2():
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
             else:
                 p.normal_(0.0, 0.08)
-    assert model.model.layers[0].self_attn.q_proj.bias is not None
-    assert model.model.layers[0].self_attn.o_proj.bias is None
+    attn = model.model.layers[0].self_attn
+    assert (attn.q_proj.bias is not None) == (family == "qwen2") and attn.o_proj.bias is None
     model.save_pretrained(out, safe_serialization=True)
     for f in ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"]:
         shutil.copy(os.path.join(src, f), os.path.join(out, f))
@@ -243,13 +249,15 @@ def smollm2_reference(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smollm2", help="path to SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--only", choices=["tiny", "qwen2", "qwen2-gguf", "chat", "smollm2"])
+    ap.add_argument("--only", choices=["tiny", "qwen2", "qwen3", "qwen2-gguf", "chat", "smollm2"])
     args = ap.parse_args()
     os.makedirs(FIX, exist_ok=True)
     if args.only in (None, "tiny"):
         tiny_models()
     if args.only in (None, "qwen2"):
-        tiny_qwen2()
+        tiny_qwen("qwen2")
+    if args.only in (None, "qwen3"):
+        tiny_qwen("qwen3")
     if args.only in (None, "qwen2", "qwen2-gguf"):
         tiny_qwen2_gguf()
     if args.only in (None, "chat"):

@@ -9,10 +9,10 @@ logits PEFT computes with each adapter applied, on fixed inputs:
   lora/r4-rs/     r=4, alpha=8, use_rslora (scale alpha/sqrt(r)), q/v only, layer 1 only
   lora/reference.safetensors   input_ids_{case}, logits_{adapter}_{case} (f32, eval mode)
 
-With --qwen2, the same for the tiny-qwen2 fixture (Qwen2ForCausalLM) instead, into lora-qwen2/
-(its r4 adapter only): PEFT's LoRA on the Qwen2 architecture, q/k/v biases included.
+With --qwen2 or --qwen3, the same for the tiny-qwen2 / tiny-qwen3 fixture instead, into
+lora-qwen2/ or lora-qwen3/ (the r4 adapter only): PEFT's LoRA on those architectures.
 
-Usage: python tests/peers/make_lora_fixtures.py [--qwen2]
+Usage: python tests/peers/make_lora_fixtures.py [--qwen2 | --qwen3]
 """
 import os
 
@@ -37,10 +37,10 @@ def main():
     import transformers
 
     torch.set_num_threads(2)
-    qwen2 = "--qwen2" in sys.argv[1:]
-    base_name = "tiny-qwen2" if qwen2 else "tiny-f32"
+    family = next((a[2:] for a in sys.argv[1:] if a in ("--qwen2", "--qwen3")), None)
+    base_name = f"tiny-{family}" if family else "tiny-f32"
     base_dir = os.path.join(FIX, base_name)
-    out = os.path.join(FIX, "lora-qwen2" if qwen2 else "lora")
+    out = os.path.join(FIX, f"lora-{family}" if family else "lora")
     os.makedirs(out, exist_ok=True)
     g = torch.Generator().manual_seed(7)
     cases = {
@@ -55,7 +55,7 @@ def main():
                             layers_to_transform=[1], use_rslora=True, bias="none", task_type="CAUSAL_LM",
                             init_lora_weights=False),
     }
-    if qwen2:
+    if family:
         del configs["r4-rs"]
     for name, cfg in configs.items():
         torch.manual_seed(11 if name == "r4" else 12)

@@ -17,13 +17,18 @@ for three steps. Writes:
 
 where {module} is the module path as engram names it (model.layers.L.self_attn.q_proj).
 
-Usage: python tests/peers/make_train_step_fixture.py   (torch, transformers, peft, safetensors)
+With --qwen2 or --qwen3: the same on tiny-qwen2 / tiny-qwen3 with lora-qwen2/r4 / lora-qwen3/r4,
+into lora-qwen2/ or lora-qwen3/train-steps.safetensors.
+
+Usage: python tests/peers/make_train_step_fixture.py [--qwen2 | --qwen3]
+       (torch, transformers, peft, safetensors)
 """
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import json  # noqa: E402
+import sys  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -44,9 +49,11 @@ def main():
 
     torch.set_num_threads(2)
     torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(os.path.join(FIX, "tiny-f32"), dtype=torch.float32,
+    family = next((a[2:] for a in sys.argv[1:] if a in ("--qwen2", "--qwen3")), None)
+    base_name, lora = (f"tiny-{family}", f"lora-{family}") if family else ("tiny-f32", "lora")
+    base = AutoModelForCausalLM.from_pretrained(os.path.join(FIX, base_name), dtype=torch.float32,
                                                 attn_implementation="eager")
-    model = PeftModel.from_pretrained(base, os.path.join(FIX, "lora", "r4"), is_trainable=True)
+    model = PeftModel.from_pretrained(base, os.path.join(FIX, lora, "r4"), is_trainable=True)
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
@@ -95,7 +102,7 @@ def main():
         tensors[f"after.{module}.{factor}"] = prm.detach().clone().contiguous()
     tensors["loss"] = torch.tensor(losses, dtype=torch.float32)
     tensors["norm"] = torch.tensor(norms, dtype=torch.float32)
-    out = os.path.join(FIX, "lora", "train-steps.safetensors")
+    out = os.path.join(FIX, lora, "train-steps.safetensors")
     meta = {"versions": json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
                                     "peft": peft.__version__}),
             "settings": json.dumps({"lr": LR, "steps": STEPS, "max_grad_norm": MAX_NORM,

@@ -32,30 +32,28 @@ fn peft_adapters_give_peft_logits() {
     }
 }
 
-/// The same on the Qwen2 architecture (q/k/v biases in the base): PEFT's adapter on
-/// tiny-qwen2 gives PEFT's logits, and engram's export of it reads back bit for bit.
+/// The same on the Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norms) architectures: PEFT's
+/// adapter on tiny-qwen2 / tiny-qwen3 gives PEFT's logits, and engram's export of it reads back
+/// bit for bit.
 #[test]
-fn peft_adapters_on_qwen2_give_peft_logits() {
-    let dir = fixtures().join("lora-qwen2");
-    let reference = Reference::open(&dir.join("reference.safetensors"));
-    let adapter = load_adapter(&dir.join("r4")).unwrap();
-    let model = adapter.apply(engram_testkit::load("tiny-qwen2")).unwrap();
-    for case in ["short", "long"] {
-        let ids = reference.ids(&format!("input_ids_{case}"));
-        let want = reference.f32(&format!("logits_r4_{case}"));
-        let d = max_abs_diff(&logits(&model, &ids), &want);
-        eprintln!("qwen2 r4 {case}: max |Δlogit| vs PEFT = {d:.2e}");
-        assert!(d < 1e-4, "qwen2 r4 {case}: {d}");
+fn peft_adapters_on_qwen2_and_qwen3_give_peft_logits() {
+    for family in ["qwen2", "qwen3"] {
+        let dir = fixtures().join(format!("lora-{family}"));
+        let reference = Reference::open(&dir.join("reference.safetensors"));
+        let adapter = load_adapter(&dir.join("r4")).unwrap();
+        let base = format!("tiny-{family}");
+        let model = adapter.apply(engram_testkit::load(&base)).unwrap();
+        for case in ["short", "long"] {
+            let ids = reference.ids(&format!("input_ids_{case}"));
+            let want = reference.f32(&format!("logits_r4_{case}"));
+            let d = max_abs_diff(&logits(&model, &ids), &want);
+            eprintln!("{family} r4 {case}: max |Δlogit| vs PEFT = {d:.2e}");
+            assert!(d < 1e-4, "{family} r4 {case}: {d}");
+        }
+        let out = tempfile::tempdir().unwrap();
+        save_adapter(&model, &adapter.config, Some(base), out.path()).unwrap();
+        assert_eq!(load_adapter(out.path()).unwrap().factors, adapter.factors);
     }
-    let out = tempfile::tempdir().unwrap();
-    save_adapter(
-        &model,
-        &adapter.config,
-        Some("tiny-qwen2".into()),
-        out.path(),
-    )
-    .unwrap();
-    assert_eq!(load_adapter(out.path()).unwrap().factors, adapter.factors);
 }
 
 #[test]

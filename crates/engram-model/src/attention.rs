@@ -20,6 +20,7 @@ use burn::tensor::{Bool, DType, Device, Tensor, TensorData, s};
 use crate::attention_op::{attention_core, attention_rope, attention_rope_joined};
 use crate::kv_cache::LayerCache;
 use crate::linear::{Linear, dropout_sites, join, shared_adapter_input};
+use crate::norm::RmsNorm;
 use crate::rope::apply_rotary;
 use crate::rope_op::rotary_heads_first;
 
@@ -40,6 +41,10 @@ pub struct Attention {
     pub n_kv_heads: usize,
     /// Per-head width.
     pub head_dim: usize,
+    /// Qwen3's RMSNorm over each head of q (`q_norm`, `[head_dim]`), before RoPE.
+    pub q_norm: Option<RmsNorm>,
+    /// The same for k (`k_norm`).
+    pub k_norm: Option<RmsNorm>,
     /// q, k and v's frozen weights side by side, `[hidden, (heads + 2 · kv) · head_dim]`, on the
     /// GPU backends ([`Attention::join_projections`]): one product where three ran, each
     /// projection's weight a view of its part. `None` elsewhere; whatever changes a
@@ -74,6 +79,14 @@ impl Attention {
         let (h, d) = (self.n_heads, self.head_dim);
         let scale = (d as f64).powf(-0.5);
         let projected = self.project(x, b, t);
+        // Qwen3: each head of q and k normalized before RoPE (q, k and v then go on apart).
+        let projected = match (&self.q_norm, &self.k_norm) {
+            (Some(qn), Some(kn)) => {
+                let [q, k, v] = projected.separate();
+                Projected::Separate([qn.forward(q), kn.forward(k), v])
+            }
+            _ => projected,
+        };
         if fused_attention(&projected.device()) {
             let [q, k, v] = projected.separate();
             // RoPE on q and k as the projections lay them out ([b, t, heads, d]).

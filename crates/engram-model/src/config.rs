@@ -1,7 +1,7 @@
 //! The model configuration, read from an HF `config.json` in either spelling of rope settings
 //! (`rope_theta` + `rope_scaling`, or transformers 5's `rope_parameters`). One decoder with small
-//! per-architecture differences ([`Architecture`]): Llama, and Qwen2 / Qwen2.5 (bias on q, k and
-//! v, none on the output projection).
+//! per-architecture differences ([`Architecture`]): Llama, Qwen2 / Qwen2.5 (bias on q, k and v,
+//! none on the output projection) and Qwen3 (an RMSNorm on each head of q and k, before RoPE).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -41,13 +41,17 @@ pub enum Architecture {
     Llama,
     /// `Qwen2ForCausalLM` (Qwen2, Qwen2.5): bias on q, k and v (never on o), full attention.
     Qwen2,
+    /// `Qwen3ForCausalLM`: per-head RMSNorm on q and k (`q_norm`, `k_norm`), an explicit
+    /// `head_dim`, bias only with `attention_bias`, full attention.
+    Qwen3,
 }
 
 impl Architecture {
     /// Every supported architecture with its HF class and `model_type`.
-    pub const SUPPORTED: [(Architecture, &'static str, &'static str); 2] = [
+    pub const SUPPORTED: [(Architecture, &'static str, &'static str); 3] = [
         (Architecture::Llama, "LlamaForCausalLM", "llama"),
         (Architecture::Qwen2, "Qwen2ForCausalLM", "qwen2"),
+        (Architecture::Qwen3, "Qwen3ForCausalLM", "qwen3"),
     ];
 
     /// The architecture `architectures[0]` (or, without it, `model_type`) names.
@@ -108,6 +112,9 @@ pub struct LlamaConfig {
     pub qkv_bias: bool,
     /// Bias on the attention's output projection.
     pub o_bias: bool,
+    /// An RMSNorm over each head of q and of k before RoPE (Qwen3's `q_norm`, `k_norm`).
+    #[serde(default)]
+    pub qk_norm: bool,
     /// Bias on the MLP projections.
     pub mlp_bias: bool,
     /// BOS id, when the config names one.
@@ -209,10 +216,10 @@ impl LlamaConfig {
         // Qwen2's sliding window (`use_sliding_window`) changes which keys a query sees; engram
         // attends to the whole context, so a config that turns it on is refused, never run
         // silently wrong.
-        if architecture == Architecture::Qwen2 && r.bool("use_sliding_window", false)? {
+        if architecture != Architecture::Llama && r.bool("use_sliding_window", false)? {
             return Err(r.err(
                 "use_sliding_window",
-                "is true; engram runs Qwen2 with full attention only (the published Qwen2.5 configs set it false)",
+                "is true; engram runs Qwen2 and Qwen3 with full attention only (the published Qwen2.5 and Qwen3 configs set it false)",
             ));
         }
         // transformers 5 spells the same per layer.
@@ -323,7 +330,8 @@ impl LlamaConfig {
             // Llama's `attention_bias` covers all four projections; Qwen2 has q/k/v bias always
             // and none on o.
             qkv_bias: architecture == Architecture::Qwen2 || r.bool("attention_bias", false)?,
-            o_bias: architecture == Architecture::Llama && r.bool("attention_bias", false)?,
+            o_bias: architecture != Architecture::Qwen2 && r.bool("attention_bias", false)?,
+            qk_norm: architecture == Architecture::Qwen3,
             mlp_bias: r.bool("mlp_bias", false)?,
             bos_token_id: r.ids("bos_token_id")?.first().copied(),
             eos_token_ids: r.ids("eos_token_id")?,
@@ -345,7 +353,8 @@ impl LlamaConfig {
         let attn_bias =
             if self.qkv_bias { q + 2 * kv } else { 0 } + if self.o_bias { h } else { 0 };
         let mlp = 3 * h * i + if self.mlp_bias { 2 * i + h } else { 0 };
-        let per_layer = attn + attn_bias + mlp + 2 * h;
+        let qk_norm = if self.qk_norm { 2 * self.head_dim } else { 0 };
+        let per_layer = attn + attn_bias + mlp + 2 * h + qk_norm;
         let head = if self.tie_word_embeddings { 0 } else { v * h };
         v * h + self.num_hidden_layers * per_layer + h + head
     }
@@ -410,6 +419,20 @@ mod tests {
         b["attention_bias"] = json!(true);
         let lb = LlamaConfig::from_hf_json(&b, "b.json").unwrap();
         assert!(lb.qkv_bias && lb.o_bias);
+    }
+
+    #[test]
+    fn qwen3_normalizes_q_and_k_and_takes_head_dim_as_given() {
+        let mut c = base();
+        c["architectures"] = json!(["Qwen3ForCausalLM"]);
+        c["head_dim"] = json!(32);
+        let q = LlamaConfig::from_hf_json(&c, "q3.json").unwrap();
+        assert_eq!(q.architecture, Architecture::Qwen3);
+        assert!(q.qk_norm && !q.qkv_bias && !q.o_bias);
+        assert_eq!(q.head_dim, 32);
+        c["attention_bias"] = json!(true);
+        let b = LlamaConfig::from_hf_json(&c, "q3.json").unwrap();
+        assert!(b.qkv_bias && b.o_bias);
     }
 
     #[test]

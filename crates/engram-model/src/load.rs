@@ -293,6 +293,26 @@ impl Llama {
                     n_heads: c.num_attention_heads,
                     n_kv_heads: c.num_key_value_heads,
                     head_dim: c.head_dim,
+                    q_norm: c
+                        .qk_norm
+                        .then(|| {
+                            l.norm(
+                                &format!("{p}.self_attn.q_norm.weight"),
+                                c.head_dim,
+                                c.rms_norm_eps,
+                            )
+                        })
+                        .transpose()?,
+                    k_norm: c
+                        .qk_norm
+                        .then(|| {
+                            l.norm(
+                                &format!("{p}.self_attn.k_norm.weight"),
+                                c.head_dim,
+                                c.rms_norm_eps,
+                            )
+                        })
+                        .transpose()?,
                     qkv: None,
                 },
                 post_attention_layernorm: l.norm(

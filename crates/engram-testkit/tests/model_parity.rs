@@ -1,4 +1,4 @@
-//! Parity with transformers' `LlamaForCausalLM` and `Qwen2ForCausalLM` on tiny random
+//! Parity with transformers' `LlamaForCausalLM`, `Qwen2ForCausalLM` and `Qwen3ForCausalLM` on tiny random
 //! checkpoints made by `tests/peers/make_fixtures.py`: f32 logits within 1e-4 max-abs, identical
 //! greedy tokens.
 //!
@@ -6,7 +6,8 @@
 //! tiny-bf16-tied: bf16 tensors (upcast exactly to f32 here, as the reference does), tied
 //! embeddings, two shards with an index, llama3 rope via `rope_parameters`. Both use GQA.
 //! tiny-qwen2: the Qwen2 architecture — random q/k/v biases, no o bias, random norm weights,
-//! tied embeddings, rope theta 1e6 — as transformers 5 writes it.
+//! tied embeddings, rope theta 1e6 — as transformers 5 writes it. tiny-qwen3: Qwen3 — random
+//! per-head q/k norms, head_dim 32 on a 64-wide model (q is 128 wide), no biases.
 //!
 //! On the plain CPU device attention runs Burn's fused (flash) op; on the autodiff device it
 //! runs the eager matmul/softmax path that training uses: both are checked.
@@ -88,6 +89,12 @@ fn tiny_qwen2_matches_transformers() {
     check_model("tiny-qwen2");
     // ... on the autodiff device's eager attention too (the path training takes).
     check_model_on("tiny-qwen2", &Device::flex().autodiff());
+}
+
+#[test]
+fn tiny_qwen3_matches_transformers() {
+    check_model("tiny-qwen3");
+    check_model_on("tiny-qwen3", &Device::flex().autodiff());
 }
 
 /// The same weights as llama.cpp's `qwen2` GGUF (q/k rows as HF stores them, llama.cpp permutes
