@@ -18,7 +18,7 @@ gguf, accelerate). Writes under tests/fixtures/:
   tiny-qwen3/           random Qwen3ForCausalLM: q_norm/k_norm (random weights), head_dim 32 with
                         hidden 64 (q is 128 wide), no biases, tied embeddings; tiny-f32's tokenizer
   tiny-qwen3/reference.safetensors
-  tiny-qwen2.gguf       the same weights as llama.cpp's `qwen2` GGUF (gguf-py's writer, F32): `qwen2.*`
+  tiny-qwen2.gguf, tiny-qwen3.gguf   the same weights as llama.cpp's `qwen2` / `qwen3` GGUF (gguf-py's writer, F32): `qwen2.*`
                         keys, q/k rows as HF stores them (llama.cpp permutes only `llama`), the q/k/v
                         biases, no output.weight (tied); tokenizer.ggml.* from tiny-f32's tokenizer.json
   chat_templates.json   Llama-3.1-Instruct renderings + ids (../shared/models tokenizer) and
@@ -132,15 +132,18 @@ def tiny_qwen(family="qwen2"):
     reference(out)
 
 
-def tiny_qwen2_gguf():
+def tiny_qwen_gguf(family="qwen2"):
     import gguf
     from safetensors.numpy import load_file
-    src = os.path.join(FIX, "tiny-qwen2")
+    src = os.path.join(FIX, f"tiny-{family}")
     cfg = json.load(open(os.path.join(src, "config.json")))
     tok = json.load(open(os.path.join(src, "tokenizer.json")))
     tcfg = json.load(open(os.path.join(src, "tokenizer_config.json")))
-    w = gguf.GGUFWriter(os.path.join(FIX, "tiny-qwen2.gguf"), "qwen2")
-    w.add_name("tiny-qwen2")
+    w = gguf.GGUFWriter(os.path.join(FIX, f"tiny-{family}.gguf"), family)
+    w.add_name(f"tiny-{family}")
+    if "head_dim" in cfg:
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
     w.add_block_count(cfg["num_hidden_layers"])
@@ -169,7 +172,8 @@ def tiny_qwen2_gguf():
     w.add_chat_template(tcfg["chat_template"])
     names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
              "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+             "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
              "mlp.down_proj": "ffn_down"}
     for name, t in sorted(load_file(os.path.join(src, "model.safetensors")).items()):
         if name == "model.embed_tokens.weight":
@@ -249,7 +253,7 @@ def smollm2_reference(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smollm2", help="path to SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--only", choices=["tiny", "qwen2", "qwen3", "qwen2-gguf", "chat", "smollm2"])
+    ap.add_argument("--only", choices=["tiny", "qwen2", "qwen3", "qwen-gguf", "chat", "smollm2"])
     args = ap.parse_args()
     os.makedirs(FIX, exist_ok=True)
     if args.only in (None, "tiny"):
@@ -258,8 +262,10 @@ def main():
         tiny_qwen("qwen2")
     if args.only in (None, "qwen3"):
         tiny_qwen("qwen3")
-    if args.only in (None, "qwen2", "qwen2-gguf"):
-        tiny_qwen2_gguf()
+    if args.only in (None, "qwen2", "qwen-gguf"):
+        tiny_qwen_gguf("qwen2")
+    if args.only in (None, "qwen3", "qwen-gguf"):
+        tiny_qwen_gguf("qwen3")
     if args.only in (None, "chat"):
         chat_templates(args.smollm2)
     if args.smollm2 and args.only in (None, "smollm2"):

@@ -323,30 +323,37 @@ fn an_adapter_for_another_base_is_named_before_anything_is_written() {
     );
 }
 
-/// The Qwen2 architecture through llama.cpp: the tiny random Qwen2 as a `qwen2` GGUF
-/// (`tests/fixtures/tiny-qwen2.gguf`, q/k rows as HF stores them) is read by llama.cpp as engram
-/// reads it; an adapter exported for it (`general.architecture = qwen2`, q/k rows not permuted)
-/// is applied by llama.cpp as engram applies it; and merged into it as Q8_0, llama.cpp and
-/// engram read the same model from the file.
+/// The Qwen architectures through llama.cpp: the tiny random Qwen2 and Qwen3 as `qwen2` /
+/// `qwen3` GGUFs (`tests/fixtures/tiny-qwen*.gguf`, q/k rows as HF stores them) are read by
+/// llama.cpp as engram reads them; an adapter exported for each (`general.architecture` the
+/// base's, q/k rows not permuted) is applied by llama.cpp as engram applies it; and merged into
+/// it as Q8_0, llama.cpp and engram read the same model from the file.
 #[test]
-fn llama_cpp_reads_and_adapts_a_qwen2_gguf_as_engram_does() {
+fn llama_cpp_reads_and_adapts_qwen_ggufs_as_engram_does() {
     let Ok(python) = std::env::var("ENGRAM_TEST_PEER_PYTHON") else {
         eprintln!("SKIPPED: ENGRAM_TEST_PEER_PYTHON (a Python with xllamacpp) is not set");
         return;
     };
+    for family in ["qwen2", "qwen3"] {
+        qwen_through_llama_cpp(&python, family);
+    }
+}
+
+fn qwen_through_llama_cpp(python: &str, family: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let gguf = engram_testkit::fixture("tiny-qwen2.gguf");
-    let base = engram_testkit::load("tiny-qwen2.gguf");
+    let gguf = engram_testkit::fixture(&format!("tiny-{family}.gguf"));
+    let base = engram_testkit::load(&format!("tiny-{family}.gguf"));
     let prompt_ids: Vec<u32> = vec![1792, 17, 300, 1024, 5, 77, 1500, 42];
     let prompt = dir.path().join("prompt.json");
     std::fs::write(&prompt, serde_json::to_string(&prompt_ids).unwrap()).unwrap();
     // F32 weights: llama.cpp multiplies them in f32, so the models agree closely (measured:
-    // 7e-4 at most on the base, 8e-4 with the adapter, whose own effect is 0.32 nats).
+    // Qwen2 7e-4 at most on the base, 8e-4 with the adapter, whose own effect is 0.32 nats;
+    // Qwen3 1.0e-3 and 9.6e-4, effect 0.48).
     const TIGHT: f32 = 2e-3;
-    let (t_base, lp_base) = llama_cpp(&python, &gguf, &prompt, None);
+    let (t_base, lp_base) = llama_cpp(python, &gguf, &prompt, None);
     let (m, d) = gap(&engram_logprobs(&base, &prompt_ids, &t_base), &lp_base);
-    eprintln!("qwen2 base: engram vs llama.cpp {m:.2e} mean, {d:.2e} max");
-    assert!(d < TIGHT, "qwen2 base: {m} mean, {d} max");
+    eprintln!("{family} base: engram vs llama.cpp {m:.2e} mean, {d:.2e} max");
+    assert!(d < TIGHT, "{family} base: {m} mean, {d} max");
 
     let random = engram_testkit::random_adapters(base.clone(), 4, 5);
     let config = LoraConfig::new(4).with_dropout(0.0).with_init_seed(2);
@@ -366,15 +373,15 @@ fn llama_cpp_reads_and_adapts_a_qwen2_gguf_as_engram_does() {
     let f = engram_checkpoint::gguf::GgufFile::open(&out).unwrap();
     assert_eq!(
         f.meta("general.architecture").unwrap().as_str(),
-        Some("qwen2")
+        Some(family)
     );
-    let (t_lora, lp_lora) = llama_cpp(&python, &gguf, &prompt, Some(&out));
+    let (t_lora, lp_lora) = llama_cpp(python, &gguf, &prompt, Some(&out));
     let (m, d) = gap(&engram_logprobs(&adapted, &prompt_ids, &t_lora), &lp_lora);
     let (effect, _) = gap(&engram_logprobs(&adapted, &prompt_ids, &t_base), &lp_base);
     eprintln!(
-        "qwen2 adapter: engram vs llama.cpp {m:.2e} mean, {d:.2e} max; its own effect {effect:.3}"
+        "{family} adapter: engram vs llama.cpp {m:.2e} mean, {d:.2e} max; its own effect {effect:.3}"
     );
-    assert!(d < TIGHT, "qwen2 adapter: {m} mean, {d} max");
+    assert!(d < TIGHT, "{family} adapter: {m} mean, {d} max");
     assert!(effect > 100.0 * TIGHT, "the adapter's effect {effect}");
 
     let merged = dir.path().join("merged.gguf");
@@ -392,11 +399,13 @@ fn llama_cpp_reads_and_adapts_a_qwen2_gguf_as_engram_does() {
         &Device::flex(),
     )
     .unwrap();
-    let (tm, lpm) = llama_cpp(&python, &merged, &prompt, None);
+    let (tm, lpm) = llama_cpp(python, &merged, &prompt, None);
     let (m, d) = gap(&engram_logprobs(&own, &prompt_ids, &tm), &lpm);
-    eprintln!("qwen2 merged Q8_0: engram vs llama.cpp on the same file {m:.2e} mean, {d:.2e} max");
+    eprintln!(
+        "{family} merged Q8_0: engram vs llama.cpp on the same file {m:.2e} mean, {d:.2e} max"
+    );
     assert!(
         d < Q8_0_GAP.1 && m < Q8_0_GAP.0,
-        "qwen2 merged: {m} mean, {d} max"
+        "{family} merged: {m} mean, {d} max"
     );
 }

@@ -4,8 +4,8 @@
 //! a pair `….lora_a` (`[r, in]`, GGUF dims `in, r`) and `….lora_b` (`[out, r]`, GGUF dims
 //! `r, out`). llama.cpp's llama weights carry q and k with the rows of each head interleaved
 //! (its converter's permutation); `lora_b` of q and k is permuted the same way, so that the
-//! adapter's delta lines up with the base weights llama.cpp holds. Qwen2 bases (`qwen2`) keep HF's
-//! row order in llama.cpp, and so does their adapter.
+//! adapter's delta lines up with the base weights llama.cpp holds. Qwen2 and Qwen3 bases keep HF's
+//! row order in llama.cpp, and so do their adapters.
 //!
 //! llama.cpp scales a delta by `alpha / r` (times the adapter scale the user gives, 1 by
 //! default); the alpha written is PEFT's scaling × r, so the delta is PEFT's also under rsLoRA.
@@ -94,11 +94,12 @@ impl BaseShape {
             .get("model_type")
             .and_then(Value::as_str)
             .unwrap_or("");
-        if !["llama", "qwen2"].contains(&model_type) {
+        if !engram_checkpoint::gguf::GGUF_ARCHITECTURES.contains(&model_type) {
             return Err(LoraError::adapter(
                 origin,
                 format!(
-                    "the base model is `{model_type}`; llama.cpp adapters are written for llama and qwen2 models"
+                    "the base model is `{model_type}`; llama.cpp adapters are written for {} models",
+                    engram_checkpoint::gguf::GGUF_ARCHITECTURES.join(", ")
                 ),
             ));
         }
@@ -155,7 +156,7 @@ impl BaseShape {
 
     /// `rows` (of `cols` values each, HF's row order) of an output of `target` in llama.cpp's
     /// order: for `llama`, q's and k's heads with their rotate-half rows interleaved (llama.cpp's
-    /// converter permutes them); everything else, and every row of a `qwen2` model, as it is.
+    /// converter permutes them); everything else, and every row of a Qwen model, as it is.
     pub(crate) fn llama_cpp_rows(
         &self,
         target: LoraTarget,

@@ -97,12 +97,14 @@ fn tiny_qwen3_matches_transformers() {
     check_model_on("tiny-qwen3", &Device::flex().autodiff());
 }
 
-/// The same weights as llama.cpp's `qwen2` GGUF (q/k rows as HF stores them, llama.cpp permutes
-/// only `llama` files): transformers' logits and greedy tokens again. llama.cpp itself reads the
+/// The same weights as llama.cpp's `qwen2` / `qwen3` GGUF (q/k rows as HF stores them, llama.cpp
+/// permutes only `llama` files; Qwen3's head width from `attention.key_length`): transformers'
+/// logits and greedy tokens again. llama.cpp itself reads the
 /// file to the same greedy tokens (`crates/engram-cli/tests/export_gguf.rs`).
 #[test]
-fn tiny_qwen2_gguf_matches_transformers() {
+fn tiny_qwen2_and_qwen3_ggufs_match_transformers() {
     check_loaded("tiny-qwen2.gguf", &load("tiny-qwen2.gguf"), "tiny-qwen2");
+    check_loaded("tiny-qwen3.gguf", &load("tiny-qwen3.gguf"), "tiny-qwen3");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The HF `config.json` and `generation_config.json` of a `llama` or `qwen2` GGUF file,
+//! The HF `config.json` and `generation_config.json` of a `llama`, `qwen2` or `qwen3` GGUF file,
 //! synthesized from its metadata (`<architecture>.*` keys) as transformers' GGUF loader does.
 
 use serde_json::{Value, json};
@@ -43,8 +43,8 @@ pub(crate) fn string_array(file: &GgufFile, key: &str) -> Result<Vec<String>> {
         .collect()
 }
 
-/// The HF `config.json` transformers builds from the same metadata of a file of `arch` (`llama`
-/// or `qwen2`; tied embeddings when the file has no `output.weight`).
+/// The HF `config.json` transformers builds from the same metadata of a file of `arch` (`llama`,
+/// `qwen2` or `qwen3`; tied embeddings when the file has no `output.weight`).
 pub fn synthesize_config(file: &GgufFile, arch: &str) -> Result<Value> {
     let key = |k: &str| format!("{arch}.{k}");
     let heads = meta_u64(file, &key("attention.head_count"))?;
@@ -53,7 +53,12 @@ pub fn synthesize_config(file: &GgufFile, arch: &str) -> Result<Value> {
         Some(v) => v.as_u64().unwrap_or(heads),
         None => heads,
     };
-    let head_dim = match file.metadata.get(&key("rope.dimension_count")) {
+    // Qwen3 states its head width (`attention.key_length`); llama files give the rotary width.
+    let head_dim = match file
+        .metadata
+        .get(&key("attention.key_length"))
+        .or_else(|| file.metadata.get(&key("rope.dimension_count")))
+    {
         Some(v) => v.as_u64().unwrap_or(hidden / heads.max(1)),
         None => hidden / heads.max(1),
     };
@@ -75,6 +80,7 @@ pub fn synthesize_config(file: &GgufFile, arch: &str) -> Result<Value> {
     let has_bias = file.tensors.contains_key("blk.0.attn_q.bias");
     let class = match arch {
         "qwen2" => "Qwen2ForCausalLM",
+        "qwen3" => "Qwen3ForCausalLM",
         _ => "LlamaForCausalLM",
     };
     let mut config = json!({
@@ -97,11 +103,13 @@ pub fn synthesize_config(file: &GgufFile, arch: &str) -> Result<Value> {
         "eos_token_id": get_u("tokenizer.ggml.eos_token_id"),
         "pad_token_id": get_u("tokenizer.ggml.padding_token_id"),
     });
-    if arch == "qwen2" {
-        // Qwen2's q/k/v biases come with the architecture; llama.cpp runs it with full
-        // attention, as engram does.
+    if arch != "llama" {
+        // llama.cpp runs Qwen2 and Qwen3 with full attention, as engram does; Qwen2's q/k/v
+        // biases come with the architecture.
         let c = config.as_object_mut().expect("an object");
-        c.remove("attention_bias");
+        if arch == "qwen2" {
+            c.remove("attention_bias");
+        }
         c.insert("use_sliding_window".into(), json!(false));
     }
     Ok(config)

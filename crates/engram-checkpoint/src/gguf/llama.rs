@@ -1,6 +1,6 @@
-//! A GGUF file of the `llama` or `qwen2` architecture seen as an HF checkpoint: HF tensor names,
-//! HF row order for q/k (llama.cpp's permutation of `llama` files undone; `qwen2` files keep HF's
-//! order), and an HF-style `config.json`,
+//! A GGUF file of the `llama`, `qwen2` or `qwen3` architecture seen as an HF checkpoint: HF tensor
+//! names, HF row order for q/k (llama.cpp's permutation of `llama` files undone; `qwen2`/`qwen3`
+//! files keep HF's order), and an HF-style `config.json`,
 //! `tokenizer.json` and `tokenizer_config.json` synthesized from the metadata (see
 //! [`super::hf_config`], [`super::hf_tokenizer`], [`super::permute`]).
 
@@ -28,9 +28,9 @@ enum RowOrder {
 }
 
 /// The GGUF architectures engram reads (`general.architecture`).
-pub const GGUF_ARCHITECTURES: [&str; 2] = ["llama", "qwen2"];
+pub const GGUF_ARCHITECTURES: [&str; 3] = ["llama", "qwen2", "qwen3"];
 
-/// A llama- or qwen2-architecture GGUF checkpoint.
+/// A llama-, qwen2- or qwen3-architecture GGUF checkpoint.
 pub struct GgufLlama {
     file: GgufFile,
     /// HF name -> (GGUF name, row order).
@@ -59,6 +59,8 @@ fn hf_name(gguf: &str) -> Option<String> {
         "attn_k" => "self_attn.k_proj",
         "attn_v" => "self_attn.v_proj",
         "attn_output" => "self_attn.o_proj",
+        "attn_q_norm" => "self_attn.q_norm",
+        "attn_k_norm" => "self_attn.k_norm",
         "ffn_gate" => "mlp.gate_proj",
         "ffn_up" => "mlp.up_proj",
         "ffn_down" => "mlp.down_proj",
