@@ -18,6 +18,9 @@ gguf, accelerate). Writes under tests/fixtures/:
   tiny-qwen3/           random Qwen3ForCausalLM: q_norm/k_norm (random weights), head_dim 32 with
                         hidden 64 (q is 128 wide), no biases, tied embeddings; tiny-f32's tokenizer
   tiny-qwen3/reference.safetensors
+  tiny-mistral/         random MistralForCausalLM: sliding_window 4096 of max_position_embeddings 32768
+                        (engram caps its context at the window), untied head; tiny-f32's tokenizer
+  tiny-mistral/reference.safetensors
   tiny-qwen2.gguf, tiny-qwen3.gguf   the same weights as llama.cpp's `qwen2` / `qwen3` GGUF (gguf-py's writer, F32): `qwen2.*`
                         keys, q/k rows as HF stores them (llama.cpp permutes only `llama`), the q/k/v
                         biases, no output.weight (tied); tokenizer.ggml.* from tiny-f32's tokenizer.json
@@ -97,15 +100,16 @@ def tiny_models():
     reference(tied)
 
 
-def tiny_qwen(family="qwen2"):
+def tiny_arch(family="qwen2"):
     import shutil
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+    from transformers import (MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                              Qwen3Config, Qwen3ForCausalLM)
     out = os.path.join(FIX, f"tiny-{family}")
     src = os.path.join(FIX, "tiny-f32")
     os.makedirs(out, exist_ok=True)
     llama = json.load(open(os.path.join(src, "config.json")))
-    torch.manual_seed(3 if family == "qwen2" else 4)
+    torch.manual_seed({"qwen2": 3, "qwen3": 4, "mistral": 5}[family])
     common = dict(vocab_size=2048, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                   rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True,
@@ -113,6 +117,11 @@ def tiny_qwen(family="qwen2"):
                   eos_token_id=llama["eos_token_id"])
     if family == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**common)).float().eval()
+    elif family == "mistral":
+        for k in ("use_sliding_window",):
+            common.pop(k)
+        common.update(max_position_embeddings=32768, sliding_window=4096, tie_word_embeddings=False)
+        model = MistralForCausalLM(MistralConfig(**common)).float().eval()
     else:
         model = Qwen3ForCausalLM(Qwen3Config(head_dim=32, attention_bias=False, **common)).float().eval()
     with torch.no_grad():
@@ -253,15 +262,17 @@ def smollm2_reference(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smollm2", help="path to SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--only", choices=["tiny", "qwen2", "qwen3", "qwen-gguf", "chat", "smollm2"])
+    ap.add_argument("--only", choices=["tiny", "qwen2", "qwen3", "mistral", "qwen-gguf", "chat", "smollm2"])
     args = ap.parse_args()
     os.makedirs(FIX, exist_ok=True)
     if args.only in (None, "tiny"):
         tiny_models()
     if args.only in (None, "qwen2"):
-        tiny_qwen("qwen2")
+        tiny_arch("qwen2")
     if args.only in (None, "qwen3"):
-        tiny_qwen("qwen3")
+        tiny_arch("qwen3")
+    if args.only in (None, "mistral"):
+        tiny_arch("mistral")
     if args.only in (None, "qwen2", "qwen-gguf"):
         tiny_qwen_gguf("qwen2")
     if args.only in (None, "qwen3", "qwen-gguf"):

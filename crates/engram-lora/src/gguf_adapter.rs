@@ -94,6 +94,12 @@ impl BaseShape {
             .get("model_type")
             .and_then(Value::as_str)
             .unwrap_or("");
+        // llama.cpp converts Mistral checkpoints to its `llama` architecture (q/k permuted).
+        let model_type = if model_type == "mistral" {
+            "llama"
+        } else {
+            model_type
+        };
         if !engram_checkpoint::gguf::GGUF_ARCHITECTURES.contains(&model_type) {
             return Err(LoraError::adapter(
                 origin,

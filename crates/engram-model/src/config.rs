@@ -1,7 +1,9 @@
 //! The model configuration, read from an HF `config.json` in either spelling of rope settings
 //! (`rope_theta` + `rope_scaling`, or transformers 5's `rope_parameters`). One decoder with small
-//! per-architecture differences ([`Architecture`]): Llama, Qwen2 / Qwen2.5 (bias on q, k and v,
-//! none on the output projection) and Qwen3 (an RMSNorm on each head of q and k, before RoPE).
+//! per-architecture differences ([`Architecture`]): Llama, Mistral (Llama's layers; a sliding
+//! window, honoured by never attending past it: the usable context is capped at the window, where
+//! sliding and full attention are the same), Qwen2 / Qwen2.5 (bias on q, k and v, none on the
+//! output projection) and Qwen3 (an RMSNorm on each head of q and k, before RoPE).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,12 +46,15 @@ pub enum Architecture {
     /// `Qwen3ForCausalLM`: per-head RMSNorm on q and k (`q_norm`, `k_norm`), an explicit
     /// `head_dim`, bias only with `attention_bias`, full attention.
     Qwen3,
+    /// `MistralForCausalLM`: Llama's layers; its `sliding_window` caps the usable context.
+    Mistral,
 }
 
 impl Architecture {
     /// Every supported architecture with its HF class and `model_type`.
-    pub const SUPPORTED: [(Architecture, &'static str, &'static str); 3] = [
+    pub const SUPPORTED: [(Architecture, &'static str, &'static str); 4] = [
         (Architecture::Llama, "LlamaForCausalLM", "llama"),
+        (Architecture::Mistral, "MistralForCausalLM", "mistral"),
         (Architecture::Qwen2, "Qwen2ForCausalLM", "qwen2"),
         (Architecture::Qwen3, "Qwen3ForCausalLM", "qwen3"),
     ];
@@ -95,8 +100,12 @@ pub struct LlamaConfig {
     pub num_key_value_heads: usize,
     /// Per-head width.
     pub head_dim: usize,
-    /// Context window.
+    /// Context window: `max_position_embeddings`, or Mistral's `sliding_window` when smaller
+    /// (every consumer — generation, long context, training — stays within it).
     pub max_position_embeddings: usize,
+    /// Mistral's sliding window, when the config sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<usize>,
     /// RMSNorm epsilon.
     pub rms_norm_eps: f64,
     /// RoPE base.
@@ -216,14 +225,16 @@ impl LlamaConfig {
         // Qwen2's sliding window (`use_sliding_window`) changes which keys a query sees; engram
         // attends to the whole context, so a config that turns it on is refused, never run
         // silently wrong.
-        if architecture != Architecture::Llama && r.bool("use_sliding_window", false)? {
+        let qwen = matches!(architecture, Architecture::Qwen2 | Architecture::Qwen3);
+        if qwen && r.bool("use_sliding_window", false)? {
             return Err(r.err(
                 "use_sliding_window",
                 "is true; engram runs Qwen2 and Qwen3 with full attention only (the published Qwen2.5 and Qwen3 configs set it false)",
             ));
         }
         // transformers 5 spells the same per layer.
-        if let Some(types) = v.get("layer_types").and_then(|t| t.as_array())
+        if qwen
+            && let Some(types) = v.get("layer_types").and_then(|t| t.as_array())
             && let Some(other) = types
                 .iter()
                 .filter_map(|t| t.as_str())
@@ -305,6 +316,11 @@ impl LlamaConfig {
                 }
             }
         };
+        let max_positions = r.opt_usize("max_position_embeddings")?.unwrap_or(2048);
+        let sliding_window = match architecture {
+            Architecture::Mistral => r.opt_usize("sliding_window")?,
+            _ => None,
+        };
         let act = v
             .get("hidden_act")
             .and_then(|a| a.as_str())
@@ -321,7 +337,8 @@ impl LlamaConfig {
             num_attention_heads: heads,
             num_key_value_heads: kv_heads,
             head_dim,
-            max_position_embeddings: r.opt_usize("max_position_embeddings")?.unwrap_or(2048),
+            max_position_embeddings: sliding_window.map_or(max_positions, |w| w.min(max_positions)),
+            sliding_window,
             rms_norm_eps: r.f64_in(v, "rms_norm_eps")?.unwrap_or(1e-6),
             rope_theta,
             rope_scaling,
@@ -433,6 +450,24 @@ mod tests {
         c["attention_bias"] = json!(true);
         let b = LlamaConfig::from_hf_json(&c, "q3.json").unwrap();
         assert!(b.qkv_bias && b.o_bias);
+    }
+
+    #[test]
+    fn mistral_caps_its_context_at_the_sliding_window() {
+        let mut c = base();
+        c["architectures"] = json!(["MistralForCausalLM"]);
+        c["max_position_embeddings"] = json!(32768);
+        c["sliding_window"] = json!(4096);
+        let m = LlamaConfig::from_hf_json(&c, "m.json").unwrap();
+        assert_eq!(m.architecture, Architecture::Mistral);
+        assert_eq!(
+            (m.max_position_embeddings, m.sliding_window),
+            (4096, Some(4096))
+        );
+        assert!(!m.qkv_bias && !m.o_bias && !m.qk_norm);
+        c["sliding_window"] = json!(null);
+        let m = LlamaConfig::from_hf_json(&c, "m.json").unwrap();
+        assert_eq!((m.max_position_embeddings, m.sliding_window), (32768, None));
     }
 
     #[test]

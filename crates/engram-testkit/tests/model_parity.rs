@@ -1,4 +1,5 @@
-//! Parity with transformers' `LlamaForCausalLM`, `Qwen2ForCausalLM` and `Qwen3ForCausalLM` on tiny random
+//! Parity with transformers' `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM` and
+//! `Qwen3ForCausalLM` on tiny random
 //! checkpoints made by `tests/peers/make_fixtures.py`: f32 logits within 1e-4 max-abs, identical
 //! greedy tokens.
 //!
@@ -95,6 +96,50 @@ fn tiny_qwen2_matches_transformers() {
 fn tiny_qwen3_matches_transformers() {
     check_model("tiny-qwen3");
     check_model_on("tiny-qwen3", &Device::flex().autodiff());
+}
+
+/// Mistral with a sliding window of 4096 (every case fits in it, where sliding attention is
+/// full attention).
+#[test]
+fn tiny_mistral_matches_transformers() {
+    check_model("tiny-mistral");
+    let m = load("tiny-mistral");
+    assert_eq!(
+        (m.config.sliding_window, m.config.max_position_embeddings),
+        (Some(4096), 4096)
+    );
+}
+
+/// Past Mistral's sliding window engram would attend to keys Mistral does not see: a prompt
+/// longer than the window is refused, by name, rather than answered differently.
+#[test]
+fn a_prompt_past_mistrals_sliding_window_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(fixture("tiny-mistral")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dir.path().join(f.file_name().unwrap())).unwrap();
+    }
+    let cfg_path = dir.path().join("config.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    cfg["sliding_window"] = serde_json::json!(100);
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let ckpt = engram_checkpoint::Checkpoint::open(dir.path().to_str().unwrap()).unwrap();
+    let model =
+        engram_model::Llama::load(&ckpt, engram_model::WeightDType::F32, &Device::flex()).unwrap();
+    let reference = Reference::open(&fixture("tiny-mistral").join("reference.safetensors"));
+    let long = reference.ids("input_ids_long_text");
+    assert!(long.len() > 100);
+    let cfg = GenerationConfig {
+        max_new_tokens: 2,
+        sampling: Sampling::Greedy,
+        stop_ids: vec![],
+        ..Default::default()
+    };
+    let e = generate(&model, &[long], &cfg).unwrap_err().to_string();
+    assert!(e.contains("context window of 100"), "{e}");
+    let short = reference.ids("input_ids_short_fixed");
+    assert!(generate(&model, &[short], &cfg).is_ok());
 }
 
 /// The same weights as llama.cpp's `qwen2` / `qwen3` GGUF (q/k rows as HF stores them, llama.cpp
