@@ -316,6 +316,13 @@ impl LlamaConfig {
                 }
             }
         };
+        // Settings that change the maths and that no architecture here uses: named, never
+        // ignored.
+        for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+            if v.get(key).is_some_and(|x| !x.is_null()) {
+                return Err(r.err(key, "is set; engram does not soft-cap logits"));
+            }
+        }
         let max_positions = r.opt_usize("max_position_embeddings")?.unwrap_or(2048);
         let sliding_window = match architecture {
             Architecture::Mistral => r.opt_usize("sliding_window")?,
@@ -495,6 +502,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("num_key_value_heads"), "{e}");
+        let mut c = base();
+        c["final_logit_softcapping"] = json!(30.0);
+        let e = LlamaConfig::from_hf_json(&c, "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("final_logit_softcapping"), "{e}");
         let mut c = base();
         c["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
         let e = LlamaConfig::from_hf_json(&c, "c.json")
