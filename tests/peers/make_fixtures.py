@@ -118,8 +118,7 @@ def tiny_arch(family="qwen2"):
     if family == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**common)).float().eval()
     elif family == "mistral":
-        for k in ("use_sliding_window",):
-            common.pop(k)
+        common.pop("use_sliding_window")  # Mistral's window is `sliding_window` alone
         common.update(max_position_embeddings=32768, sliding_window=4096, tie_word_embeddings=False)
         model = MistralForCausalLM(MistralConfig(**common)).float().eval()
     else:

@@ -72,7 +72,7 @@ fn largest(v: &[f32]) -> f32 {
 /// `got` against `want` relative to `want`'s largest magnitude.
 fn close(what: &str, got: &[f32], want: &[f32], tolerance: f32) {
     assert_eq!(got.len(), want.len(), "{what}: length");
-    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let scale = largest(want);
     let d = max_abs_diff(got, want);
     assert!(
         d <= tolerance * scale,
