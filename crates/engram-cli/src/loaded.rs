@@ -57,14 +57,6 @@ pub enum MatmulArg {
 }
 
 impl MatmulArg {
-    /// The name, as on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            MatmulArg::Exact => "exact",
-            MatmulArg::Q8 => "q8",
-        }
-    }
-
     /// The model's setting.
     pub fn mode(self) -> QuantizedProduct {
         match self {

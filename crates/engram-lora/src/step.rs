@@ -52,6 +52,47 @@ pub struct StepGradients {
     pub grads: ClippedGradients,
 }
 
+/// The phases of one optimizer step, in order: what a [`StepObserver`] sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepPhase {
+    /// A micro-batch's forward pass up to its loss.
+    Forward,
+    /// Its backward pass: the adapters' gradients.
+    Backward,
+    /// The gradients gathered into flat buckets and the clip factor computed.
+    Clip,
+    /// The AdamW update ([`update`]).
+    Update,
+}
+
+impl StepPhase {
+    /// The phase's name in figures: `forward`, `backward`, `clip`, `adamw`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StepPhase::Forward => "forward",
+            StepPhase::Backward => "backward",
+            StepPhase::Clip => "clip",
+            StepPhase::Update => "adamw",
+        }
+    }
+}
+
+/// Watches the phases of a step as they run (a benchmark times them or counts their kernels);
+/// the trainer runs the step under [`Unobserved`], the same code.
+pub trait StepObserver {
+    /// Runs `work`, which is phase `phase` of the step, and returns what it returned.
+    fn phase<T>(&mut self, phase: StepPhase, work: impl FnOnce() -> T) -> T;
+}
+
+/// The observer that only runs each phase.
+pub struct Unobserved;
+
+impl StepObserver for Unobserved {
+    fn phase<T>(&mut self, _: StepPhase, work: impl FnOnce() -> T) -> T {
+        work()
+    }
+}
+
 /// Forward and backward over the micro-batches `group` (indices into `examples`) of optimizer
 /// step `step`, padded with `pad_id`, each laid out in rows of `pack` slots when given
 /// ([`TrainConfig::packed_rows`]).
@@ -59,9 +100,22 @@ pub fn gradients(
     model: &Llama,
     examples: &[TrainExample],
     group: &[Vec<usize>],
+    pad: (u32, Option<usize>),
+    step: usize,
+    cfg: &TrainConfig,
+) -> StepGradients {
+    observed_gradients(model, examples, group, pad, step, cfg, &mut Unobserved)
+}
+
+/// [`gradients`], each phase run through `observer`.
+pub fn observed_gradients(
+    model: &Llama,
+    examples: &[TrainExample],
+    group: &[Vec<usize>],
     (pad_id, pack): (u32, Option<usize>),
     step: usize,
     cfg: &TrainConfig,
+    observer: &mut impl StepObserver,
 ) -> StepGradients {
     let batches: Vec<Batch> = group
         .iter()
@@ -78,13 +132,17 @@ pub fn gradients(
     let device = model.device();
     for (micro, batch) in batches.iter().enumerate() {
         device.seed(step_seed(cfg.seed, step, micro));
-        let l = batch_loss(model, batch, labels as f64);
+        let l = observer.phase(StepPhase::Forward, || {
+            batch_loss(model, batch, labels as f64)
+        });
         let part = l.clone().detach();
         loss = Some(match loss {
             Some(sum) => sum + part,
             None => part,
         });
-        let grads = GradientsParams::from_grads(l.backward(), model);
+        let grads = observer.phase(StepPhase::Backward, || {
+            GradientsParams::from_grads(l.backward(), model)
+        });
         if batches.len() == 1 {
             single = Some(grads);
         } else {
@@ -92,14 +150,29 @@ pub fn gradients(
         }
         tokens += batch.tokens;
     }
-    let grads = AdapterGrads::gather(model, single.unwrap_or_else(|| accum.grads()));
-    let clip = cfg.clip().and_then(|max| clip_factor(model, &grads, max));
+    let (grads, clip) = observer.phase(StepPhase::Clip, || {
+        let grads = AdapterGrads::gather(model, single.unwrap_or_else(|| accum.grads()));
+        let clip = cfg.clip().and_then(|max| clip_factor(model, &grads, max));
+        (grads, clip)
+    });
     StepGradients {
         loss: loss.expect("an optimizer step has at least one micro-batch"),
         labels,
         tokens,
         grads: ClippedGradients { grads, clip },
     }
+}
+
+/// The AdamW update of `model` by `grads` at learning rate `lr`, run through `observer` as the
+/// step's last phase.
+pub fn update(
+    optim: &mut AdamW,
+    lr: f64,
+    model: Llama,
+    grads: ClippedGradients,
+    observer: &mut impl StepObserver,
+) -> Llama {
+    observer.phase(StepPhase::Update, || optim.step(lr, model, grads))
 }
 
 /// The factor that scales the adapters' gradients to a global L2 norm of at most `max`, as

@@ -26,7 +26,7 @@ use crate::optimizer_state;
 use crate::peft::save_adapter;
 use crate::record::{EpochRecord, TrainRecord};
 use crate::schedule::LinearSchedule;
-use crate::step::{gradients, optimizer, optimizer_settings};
+use crate::step::{Unobserved, gradients, optimizer, optimizer_settings, update};
 
 /// The trained model (adapters attached) and the record of the run.
 pub struct TrainOutcome {
@@ -280,7 +280,7 @@ impl Trainer<'_> {
                 t,
             );
             log.push(run.state.global_step, lr, g.labels, g.loss);
-            model = run.optim.step(lr, model, g.grads);
+            model = update(&mut run.optim, lr, model, g.grads, &mut Unobserved);
             run.state.global_step += 1;
             steps += 1;
             tokens += g.tokens;

@@ -61,6 +61,14 @@ pub enum QuantizedProduct {
 }
 
 impl QuantizedProduct {
+    /// The name, as on the command line (`--matmul`): `exact`, `q8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantizedProduct::Exact => "exact",
+            QuantizedProduct::Q8 => "q8",
+        }
+    }
+
     /// Whether this is [`QuantizedProduct::Exact`] (the default, which configuration hashes
     /// leave out).
     pub fn is_exact(&self) -> bool {

@@ -1,19 +1,13 @@
 //! `engram bench batches`: what the trainer's micro-batches occupy on the device, padded and
-//! packed (`layout = "packed"`), for a fact set and a model's tokenizer — padding share and
-//! distinct batch shapes over a run's epochs. Needs no weights: `--tokenizer` takes a directory
-//! with `tokenizer.json` and `tokenizer_config.json` (e.g. Llama-3.1-8B-Instruct's, for
-//! EnronQA-length examples).
+//! packed, for a fact set and a model's tokenizer ([`engram_bench::batches`]).
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use engram_checkpoint::{Checkpoint, TokenizerFiles};
-use engram_facts::read_facts;
 use engram_lora::TrainConfig;
-use engram_lora::config::BatchLayout;
-use engram_lora::pack::{LayoutFigures, epoch_layout};
-use engram_tokenizer::ChatTokenizer;
+
+use super::print_line;
 
 /// Arguments of `engram bench batches`.
 #[derive(Args, Debug)]
@@ -43,60 +37,14 @@ pub struct BatchesBenchArgs {
 
 /// Runs `engram bench batches`.
 pub fn run(a: BatchesBenchArgs) -> Result<()> {
-    let files = match &a.tokenizer {
-        Some(dir) => TokenizerFiles::from_dir(dir)?,
-        None => {
-            Checkpoint::open(&a.model)
-                .with_context(|| format!("opening --model {}", a.model))?
-                .tokenizer
-        }
-    };
-    let tok = ChatTokenizer::from_files(&files)?;
-    let facts = read_facts(&a.facts)?;
-    let examples = engram_lora::build_examples(&tok, &facts, usize::MAX)?;
-    let mut lengths: Vec<usize> = examples.iter().map(|e| e.ids.len()).collect();
-    let packed_cfg = TrainConfig {
-        layout: BatchLayout::Packed,
+    let bench = engram_bench::BatchesBench {
+        facts: a.facts,
+        model: a.model,
+        tokenizer: a.tokenizer,
+        batch: a.batch,
+        epochs: a.epochs,
+        seed: a.seed,
         pack_length: a.pack_length,
-        ..TrainConfig::default()
     };
-    let longest = lengths.iter().copied().max().unwrap_or(0);
-    let pack = packed_cfg
-        .packed_rows(longest)
-        .map_err(anyhow::Error::msg)?
-        .expect("packed");
-    let padded = epoch_layout(&lengths, a.batch, a.seed, a.epochs, None);
-    let packed = epoch_layout(&lengths, a.batch, a.seed, a.epochs, Some(pack));
-    lengths.sort_unstable();
-    println!(
-        "{} facts from {} ({} tokenizer): {}..{} tokens per example (median {}), batch {}, {} epochs, {} micro-batches",
-        facts.len(),
-        a.facts.display(),
-        files.origin,
-        lengths[0],
-        longest,
-        lengths[lengths.len() / 2],
-        a.batch,
-        a.epochs,
-        padded.batches
-    );
-    println!(
-        "{:<16}  {:>10}  {:>10}  {:>8}  {:>15}",
-        "layout", "slots", "tokens", "padding", "distinct shapes"
-    );
-    let row = |name: &str, f: &LayoutFigures| {
-        println!(
-            "{name:<16}  {:>10}  {:>10}  {:>7.1} %  {:>15}",
-            f.slots,
-            f.tokens,
-            100.0 * f.padding(),
-            f.shapes.len()
-        );
-    };
-    row("padded", &padded);
-    row(&format!("packed ({pack})"), &packed);
-    println!(
-        "(padded: one row per example, as long as the batch's longest, batches length-grouped as the trainer's; packed: rows of {pack} slots, first-fit decreasing)"
-    );
-    Ok(())
+    engram_bench::batches(&bench, &mut print_line)
 }

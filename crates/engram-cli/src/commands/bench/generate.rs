@@ -1,15 +1,15 @@
 //! `engram bench generate`: greedy prefill and decode tokens/s, beside transformers' and
-//! llama.cpp's on the same machine and GGUF file, measured in the same run.
+//! llama.cpp's on the same machine and GGUF file, measured in the same run
+//! ([`engram_bench::generate`]), or of an architecture with random weights
+//! ([`engram_bench::random_generate`]).
 
 use anyhow::Result;
 use clap::Args;
-use engram_model::cpu_matmul::ProductScope;
-use engram_model::{GenerationConfig, Sampling, generate};
-use engram_tokenizer::Message;
+use engram_bench::{GenerateBench, Peer, RandomGenerate};
 
 use crate::loaded::{MatmulArg, ModelArgs};
 
-use super::figures::{Figures, Measured, PeerArg};
+use super::{print_line, write_json};
 
 /// Arguments of `engram bench generate`.
 #[derive(Args, Debug)]
@@ -64,77 +64,27 @@ pub struct GenerateBenchArgs {
     pub matmul: Vec<MatmulArg>,
 }
 
-const QUESTIONS: [&str; 16] = [
-    "What is the capital of France?",
-    "Who wrote the novel Pride and Prejudice?",
-    "Explain in one sentence what a pipeline is.",
-    "What time is the budget meeting on Tuesday?",
-    "Name three colors.",
-    "How many days are in a leap year?",
-    "What does an energy trader do?",
-    "Translate 'good morning' into Spanish.",
-    "What is 12 times 12?",
-    "Why is the sky blue?",
-    "Give me a synonym for happy.",
-    "Where is Houston located?",
-    "What is a derivative contract?",
-    "Summarize the plot of Hamlet in one sentence.",
-    "Which planet is closest to the sun?",
-    "What is the boiling point of water in Celsius?",
-];
-
 /// Prompt tokens per row of `--random-weights` runs unless `--prompt-len` says otherwise.
 const RANDOM_PROMPT_LEN: usize = 64;
 
-/// Row `row`'s chat prompt: its question, after a long user turn of the other questions (taken
-/// in turn, numbered) until the prompt holds at least `min_tokens` tokens.
-fn prompt(
-    tok: &engram_tokenizer::ChatTokenizer,
-    row: usize,
-    min_tokens: usize,
-) -> Result<Vec<u32>> {
-    let question = QUESTIONS[row % QUESTIONS.len()];
-    let encode = |text: &str| tok.encode_chat_prompt(&[Message::user(text)]);
-    let mut ids = encode(question)?;
-    if ids.len() >= min_tokens {
-        return Ok(ids);
-    }
-    // Grow the preamble by whole rounds of the questions until long enough, then drop
-    // sentences from its end while the prompt stays long enough (a handful of encodes).
-    let sentence = |k: usize| {
-        format!(
-            "{}. {}\n",
-            k + 1,
-            QUESTIONS[(row + 1 + k) % QUESTIONS.len()]
-        )
-    };
-    let with = |n: usize| {
-        let mut text = String::from("Notes from the meeting, for reference:\n");
-        for k in 0..n {
-            text.push_str(&sentence(k));
-        }
-        text.push_str("\nAnswer this question: ");
-        text.push_str(question);
-        encode(&text)
-    };
-    let mut n = QUESTIONS.len();
-    loop {
-        ids = with(n)?;
-        if ids.len() >= min_tokens {
-            break;
-        }
-        n *= 2;
-    }
-    let (mut lo, mut hi) = (0, n);
-    while lo + 1 < hi {
-        let mid = (lo + hi) / 2;
-        if with(mid)?.len() >= min_tokens {
-            hi = mid;
-        } else {
-            lo = mid;
+/// `--peer`: the inference engines `bench generate` measures beside engram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerArg {
+    /// transformers (PyTorch, f32) reading the same GGUF file (dequantized at load).
+    Transformers,
+    /// llama.cpp's server (PyPI `xllamacpp`) on the same GGUF file, its own kernels.
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
+}
+
+impl PeerArg {
+    /// The library's peer.
+    fn peer(self) -> Peer {
+        match self {
+            PeerArg::Transformers => Peer::Transformers,
+            PeerArg::LlamaCpp => Peer::LlamaCpp,
         }
     }
-    with(hi).map_err(Into::into)
 }
 
 /// Runs `engram bench generate`.
@@ -142,283 +92,31 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
     if let Some(arch) = &args.architecture {
         let dtype = engram_model::WeightDType::parse(&args.model.dtype)
             .ok_or_else(|| anyhow::anyhow!("--dtype {}: f32, bf16 or f16", args.model.dtype))?;
-        let v = super::random::generate_bench(
-            arch,
-            &args.model.backend,
-            dtype,
-            &args.batch,
-            args.prompt_len.unwrap_or(RANDOM_PROMPT_LEN),
-            args.new_tokens,
+        let v = engram_bench::random_generate(
+            &RandomGenerate {
+                architecture: arch,
+                backend: &args.model.backend,
+                dtype,
+                batches: &args.batch,
+                prompt_len: args.prompt_len.unwrap_or(RANDOM_PROMPT_LEN),
+                new_tokens: args.new_tokens,
+            },
+            &mut print_line,
         )?;
-        if let Some(path) = &args.json {
-            engram_io::write_file(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
-        }
-        return Ok(());
+        return write_json(args.json.as_deref(), &v);
     }
     let loaded = args.model.load()?;
-    let tok = &loaded.tokenizer;
-    let mut batches = Vec::new();
-    for &b in &args.batch {
-        let prompts: Vec<Vec<u32>> = (0..b)
-            .map(|i| prompt(tok, i, args.prompt_len.unwrap_or(0)))
-            .collect::<Result<_>>()?;
-        batches.push(prompts);
-    }
-    // Per --matmul mode, per batch: the best figures and the greedy tokens.
-    let mut runs: Vec<(MatmulArg, Vec<Measured>)> = Vec::new();
-    let mut modes = args.matmul.clone();
-    modes.dedup();
-    for &mode in &modes {
-        let mut ours = Vec::new();
-        for prompts in &batches {
-            ours.push(measure(&loaded.model, prompts, &args, mode)?);
-        }
-        runs.push((mode, ours));
-    }
-    let mut peers = args.peer.clone();
-    peers.dedup();
-    let peers: Vec<(PeerArg, Result<Vec<Measured>>)> = peers
-        .into_iter()
-        .map(|p| {
-            let figs = super::peer::generate(
-                p,
-                &args.peer_python,
-                &loaded.origin,
-                &batches,
-                args.new_tokens,
-                args.threads,
-                args.repeats,
-            );
-            (p, figs)
-        })
-        .collect();
-    let llama = peers
-        .iter()
-        .find(|(p, _)| *p == PeerArg::LlamaCpp)
-        .and_then(|(_, f)| f.as_ref().ok());
-    let drift = match llama {
-        Some(l) => logprob_drift(&loaded.model, &batches, l, &modes)?,
-        None => None,
+    let bench = GenerateBench {
+        backend: args.model.backend,
+        dtype: args.model.dtype,
+        batch: args.batch,
+        new_tokens: args.new_tokens,
+        repeats: args.repeats,
+        peer_python: args.peer_python,
+        peers: args.peer.into_iter().map(PeerArg::peer).collect(),
+        threads: args.threads,
+        prompt_len: args.prompt_len.unwrap_or(0),
+        modes: args.matmul.into_iter().map(MatmulArg::mode).collect(),
     };
-    println!(
-        "engram bench generate: {} on {} ({} dtype), {} new tokens, greedy, best of {}",
-        loaded.origin, args.model.backend, args.model.dtype, args.new_tokens, args.repeats
-    );
-    println!("{}", super::machine_line());
-    if !loaded.model.has_quantized_blocks() {
-        println!("(no GGUF blocks kept for this model on this device: --matmul changes nothing)");
-    }
-    println!(
-        "{:>5}  {:<13} {:>14} {:>14}  {:>8} {:>8}  {:>7}  {:>9}",
-        "batch",
-        "engine",
-        "prefill tok/s",
-        "decode tok/s",
-        "prefill×",
-        "decode×",
-        "= exact",
-        "= llama.cpp"
-    );
-    let exact = runs.iter().find(|(m, _)| *m == MatmulArg::Exact);
-    // Rows whose answers agree: greedy tokens compared up to the first end-of-turn or eos token
-    // either side produced (the peers are asked to run on past it, and llama.cpp's
-    // `ignore_eos` and transformers' `min_new_tokens` forbid it, so a peer's token there is its
-    // second choice), `-` without a reference.
-    let stops = tok.stop_ids(&loaded.model.config.eos_token_ids);
-    let same_answer = |a: &[u32], b: &[u32]| {
-        let end = |row: &[u32]| {
-            row.iter()
-                .position(|t| stops.contains(t))
-                .unwrap_or(row.len())
-        };
-        let n = end(a).min(end(b));
-        a[..n] == b[..n]
-    };
-    let agree = |tokens: &[Vec<u32>], reference: Option<&[Vec<u32>]>| match reference {
-        Some(r) if !r.is_empty() => format!(
-            "{}/{}",
-            tokens
-                .iter()
-                .zip(r)
-                .filter(|(a, b)| same_answer(a, b))
-                .count(),
-            tokens.len()
-        ),
-        _ => "-".into(),
-    };
-    for (i, &b) in args.batch.iter().enumerate() {
-        let exact_tokens = exact.map(|(_, e)| &e[i].tokens[..]);
-        let llama_tokens = llama.and_then(|l| l.get(i)).map(|m| &m.tokens[..]);
-        for (mode, ours) in &runs {
-            let Measured {
-                figures: f, tokens, ..
-            } = &ours[i];
-            let name = format!("engram {}", mode.name());
-            println!(
-                "{b:>5}  {name:<13} {:>14.1} {:>14.1}  {:>8} {:>8}  {:>7}  {:>9}",
-                f.prefill_tps(),
-                f.decode_tps(),
-                "",
-                "",
-                agree(tokens, exact_tokens),
-                agree(tokens, llama_tokens)
-            );
-        }
-        let ours = &runs[0].1[i].figures;
-        for (peer, figs) in &peers {
-            if let Some(Measured {
-                figures: p, tokens, ..
-            }) = figs.as_ref().ok().and_then(|f| f.get(i))
-            {
-                println!(
-                    "{b:>5}  {:<13} {:>14.1} {:>14.1}  {:>7.2}x {:>7.2}x  {:>7}  {:>9}",
-                    peer.name(),
-                    p.prefill_tps(),
-                    p.decode_tps(),
-                    ours.prefill_tps() / p.prefill_tps(),
-                    ours.decode_tps() / p.decode_tps(),
-                    agree(tokens, exact_tokens),
-                    match peer {
-                        PeerArg::LlamaCpp => "-".into(),
-                        _ => agree(tokens, llama_tokens),
-                    }
-                );
-            }
-        }
-    }
-    println!(
-        "(= exact, = llama.cpp: rows whose {} greedy tokens, up to the first end-of-turn token either \
-         side produced, equal engram exact's, llama.cpp's)",
-        args.new_tokens
-    );
-    if let Some(line) = drift {
-        println!("{line}");
-    }
-    println!(
-        "(× = engram {} / the peer; the peers ran with {} threads, engram with rayon's {})",
-        runs[0].0.name(),
-        args.threads,
-        rayon::current_num_threads()
-    );
-    for (peer, figs) in &peers {
-        if let Err(e) = figs {
-            println!(
-                "{} not measured: {}",
-                peer.name(),
-                engram_io::error_text(e.as_ref())
-            );
-        }
-    }
-    Ok(())
-}
-
-/// How far the engines' log-probabilities of the same tokens lie apart: llama.cpp's greedy
-/// tokens of the largest batch it gave log-probabilities for, each scored by engram after the
-/// same prompt and tokens ([`engram_model::forced_logprobs`], batch 1) in every `--matmul`
-/// mode; |llama.cpp − engram exact| and |engram mode − engram exact|, largest and mean. The
-/// bound a quantized mode is held to is what llama.cpp's own Q8 activations move.
-fn logprob_drift(
-    model: &engram_model::Llama,
-    batches: &[Vec<Vec<u32>>],
-    llama: &[Measured],
-    modes: &[MatmulArg],
-) -> Result<Option<String>> {
-    let Some((i, l)) = llama.iter().enumerate().rev().find(|(i, l)| {
-        l.logprobs.len() == batches[*i].len()
-            && l.tokens.len() == l.logprobs.len()
-            && l.tokens
-                .iter()
-                .zip(&l.logprobs)
-                .all(|(t, p)| t.len() == p.len())
-    }) else {
-        return Ok(None);
-    };
-    let score = |mode: MatmulArg| -> Result<Vec<Vec<f64>>> {
-        let _products = ProductScope::set(mode.mode());
-        let rows = batches[i]
-            .iter()
-            .zip(&l.tokens)
-            .map(|(p, t)| engram_model::forced_logprobs(model, p, t))
-            .collect::<std::result::Result<Vec<_>, _>>();
-        Ok(rows?)
-    };
-    let exact = score(MatmulArg::Exact)?;
-    let gap = |a: &[Vec<f64>]| {
-        let d: Vec<f64> = a
-            .iter()
-            .flatten()
-            .zip(exact.iter().flatten())
-            .map(|(x, y)| (x - y).abs())
-            .collect();
-        let max = d.iter().fold(0.0f64, |m, &v| m.max(v));
-        (max, d.iter().sum::<f64>() / d.len().max(1) as f64, d.len())
-    };
-    let theirs: Vec<Vec<f64>> = l
-        .logprobs
-        .iter()
-        .map(|r| r.iter().map(|&p| p as f64).collect())
-        .collect();
-    let (max, mean, n) = gap(&theirs);
-    let mut line = format!(
-        "log-probabilities of llama.cpp's {n} greedy tokens ({} prompts), each scored by engram \
-         after the same tokens: |llama.cpp - engram exact| max {max:.3}, mean {mean:.4}",
-        batches[i].len()
-    );
-    for &mode in modes.iter().filter(|m| **m != MatmulArg::Exact) {
-        let (max, mean, _) = gap(&score(mode)?);
-        line.push_str(&format!(
-            "; |engram {} - engram exact| max {max:.3}, mean {mean:.4}",
-            mode.name()
-        ));
-    }
-    Ok(Some(line))
-}
-
-/// The best of `--repeats` timed runs of `prompts` with `mode`'s products (after a short
-/// warm-up), with the greedy tokens of the last.
-fn measure(
-    model: &engram_model::Llama,
-    prompts: &[Vec<u32>],
-    args: &GenerateBenchArgs,
-    mode: MatmulArg,
-) -> Result<Measured> {
-    let cfg = GenerationConfig {
-        max_new_tokens: args.new_tokens,
-        sampling: Sampling::Greedy,
-        stop_ids: vec![],
-        matmul: mode.mode(),
-    };
-    let _ = generate(
-        model,
-        &prompts[..1],
-        &GenerationConfig {
-            max_new_tokens: 2,
-            ..cfg.clone()
-        },
-    )?;
-    let mut best: Option<Figures> = None;
-    let mut tokens = Vec::new();
-    for _ in 0..args.repeats.max(1) {
-        let g = generate(model, prompts, &cfg)?;
-        let f = Figures {
-            prefill_tokens: g.prefill_tokens,
-            prefill_secs: g.prefill_secs,
-            decode_tokens: g.decode_tokens,
-            decode_secs: g.decode_secs,
-        };
-        tokens = g.tokens;
-        best = Some(match best {
-            Some(b) => Figures {
-                prefill_secs: b.prefill_secs.min(f.prefill_secs),
-                decode_secs: b.decode_secs.min(f.decode_secs),
-                ..f
-            },
-            None => f,
-        });
-    }
-    Ok(Measured {
-        figures: best.expect("at least one repeat"),
-        tokens,
-        logprobs: Vec::new(),
-    })
+    engram_bench::generate(&loaded, &bench, &mut print_line)
 }

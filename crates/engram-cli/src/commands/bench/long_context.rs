@@ -1,15 +1,13 @@
 //! `engram bench long-context`: prefill work and time of the long-context baseline with the
-//! shared-prefix KV cache vs per-question prompts, on the same facts and questions.
+//! shared-prefix KV cache vs per-question prompts ([`engram_bench::long_context`]).
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
-use engram_baselines::long_context_prompts;
-use engram_baselines::{LongContext, LongContextConfig, long_context_answers, naive_answers};
-use engram_facts::read_facts;
-use engram_model::AnswerConfig;
+use engram_bench::LongContextBench;
 
+use super::print_line;
 use crate::loaded::ModelArgs;
 use crate::progress::Bars;
 
@@ -37,95 +35,14 @@ pub struct LongContextBenchArgs {
 
 /// Runs `engram bench long-context`.
 pub fn run(a: LongContextBenchArgs) -> Result<()> {
-    let all = read_facts(&a.facts)?;
     let loaded = a.model.load()?;
-    let window = loaded.model.config.max_position_embeddings;
-    let probe = |n: usize| -> Result<usize> {
-        let q = vec![all[0].question.clone()];
-        Ok(long_context_prompts(&loaded.tokenizer, &all[..n], &q)?[0].len() + a.max_new_tokens)
+    let bench = LongContextBench {
+        backend: a.model.backend,
+        facts: a.facts,
+        count: a.count,
+        questions: a.questions,
+        batch_size: a.batch_size,
+        max_new_tokens: a.max_new_tokens,
     };
-    let count = match a.count {
-        Some(n) => n.min(all.len()),
-        None => {
-            // The largest count whose prompt (+ answer budget) fits the window.
-            let (mut lo, mut hi) = (1usize, all.len().min(1000));
-            if probe(lo)? > window {
-                bail!("not even one fact fits the {window}-token window");
-            }
-            while lo < hi {
-                let mid = (lo + hi).div_ceil(2);
-                if probe(mid)? <= window {
-                    lo = mid
-                } else {
-                    hi = mid - 1
-                }
-            }
-            lo
-        }
-    };
-    let facts = &all[..count];
-    let questions: Vec<String> = facts
-        .iter()
-        .take(a.questions)
-        .map(|f| f.question.clone())
-        .collect();
-    let cfg = LongContextConfig {
-        answer: AnswerConfig {
-            batch_size: a.batch_size,
-            max_new_tokens: a.max_new_tokens,
-            stop_ids: loaded.stop_ids.clone(),
-            ..Default::default()
-        },
-        context_cap: None,
-    };
-    let bars = Bars::new(true);
-    let LongContext::Answered {
-        answers,
-        prefix_tokens,
-        prefill_tokens,
-        naive_prefill_tokens,
-        prefix_secs,
-        seconds,
-    } = long_context_answers(
-        &loaded.model,
-        &loaded.tokenizer,
-        facts,
-        &questions,
-        &cfg,
-        Some(&bars),
-    )?
-    else {
-        bail!("{count} facts do not fit the {window}-token window");
-    };
-    let (naive, naive_secs) = naive_answers(
-        &loaded.model,
-        &loaded.tokenizer,
-        facts,
-        &questions,
-        &cfg,
-        Some(&bars),
-    )?;
-    let same = answers.iter().zip(&naive).filter(|(x, y)| x == y).count();
-    println!(
-        "engram bench long-context: {} on {}, {count} facts in context, {} questions, batch {}, {} new tokens",
-        loaded.origin,
-        a.model.backend,
-        questions.len(),
-        a.batch_size,
-        a.max_new_tokens
-    );
-    println!("shared prefix: {prefix_tokens} tokens, prefilled once in {prefix_secs:.1}s");
-    println!(
-        "prefill tokens: shared {prefill_tokens} vs per-question {naive_prefill_tokens} ({:.3} of the naive work)",
-        prefill_tokens as f64 / naive_prefill_tokens as f64
-    );
-    println!(
-        "wall time (prefill + answers): shared {seconds:.1}s vs per-question {naive_secs:.1}s ({:.2}x faster)",
-        naive_secs / seconds
-    );
-    println!(
-        "answers identical to the per-question prompts: {same}/{}",
-        questions.len()
-    );
-    Ok(())
+    engram_bench::long_context(&loaded, &bench, &Bars::new(true), &mut print_line)
 }

@@ -1,16 +1,11 @@
 //! `engram bench ...`: benchmarks that print figures, beside a peer's measured in the same run
-//! where one exists. Kept apart from the main commands: the peers are Python child processes
-//! ([`peer`]), measured with [`child`].
+//! where one exists. The arguments are here; the benchmarks are [`engram_bench`]'s, and their
+//! lines are printed as they come ([`print_line`]).
 
 pub mod batches;
-pub mod child;
 pub mod corpus;
-pub mod figures;
 pub mod generate;
 pub mod long_context;
-pub mod peer;
-pub mod phases;
-pub mod random;
 pub mod train;
 
 use anyhow::Result;
@@ -42,48 +37,15 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     }
 }
 
-/// What a figure was measured with: the build profile, the CPU model, its SIMD features and
-/// the threads, in one line (figures from another build or machine are not comparable).
-pub fn machine_line() -> String {
-    let profile = if cfg!(debug_assertions) {
-        "dev (engram's crates at opt-level 1, dependencies and kernels at 3)"
-    } else {
-        "release"
-    };
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines().find_map(|l| {
-                l.strip_prefix("model name")
-                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-            })
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let mut simd = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        for (name, on) in [
-            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-            ("fma", std::arch::is_x86_feature_detected!("fma")),
-            ("f16c", std::arch::is_x86_feature_detected!("f16c")),
-            ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
-            (
-                "avx512vnni",
-                std::arch::is_x86_feature_detected!("avx512vnni"),
-            ),
-        ] {
-            if on {
-                simd.push(name);
-            }
-        }
+/// Prints one of a bench's lines.
+pub fn print_line(line: &str) {
+    println!("{line}");
+}
+
+/// Writes a bench's figures as pretty JSON to `path`, when given.
+pub fn write_json(path: Option<&std::path::Path>, v: &serde_json::Value) -> Result<()> {
+    if let Some(path) = path {
+        engram_io::write_file(path, serde_json::to_string_pretty(v)?.as_bytes())?;
     }
-    format!(
-        "build {profile}; CPU {cpu} ({} threads; SIMD: {})",
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-        if simd.is_empty() {
-            "none".to_string()
-        } else {
-            simd.join(" ")
-        }
-    )
+    Ok(())
 }

@@ -1,17 +1,14 @@
-//! `engram bench train`: LoRA training throughput (tokens/s, padding excluded), time per epoch
-//! and peak memory at several ranks, beside PEFT's (`../shared/peers/peft_train.py`) on the same
-//! checkpoint, facts, batch size and thread count, measured in the same run. Each side trains in
-//! its own child process so that peak RSS is per run (`wait4`'s `ru_maxrss`).
+//! `engram bench train`: LoRA training throughput beside PEFT's on a checkpoint
+//! ([`engram_bench::train`]), or training steps of an architecture with random weights
+//! ([`engram_bench::random_train`]).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use engram_checkpoint::Checkpoint;
+use engram_bench::{PeftPeer, RandomTrain, TrainBench};
 
-use super::child::run_measured;
-use super::peer::PeftRun;
+use super::{print_line, write_json};
 
 /// Arguments of `engram bench train`.
 #[derive(Args, Debug)]
@@ -81,184 +78,45 @@ pub struct TrainBenchArgs {
     pub json: Option<PathBuf>,
 }
 
-/// Figures of one training run.
-#[derive(Debug, Clone, Copy)]
-struct RunFigures {
-    tokens_per_s: f64,
-    epoch_secs: f64,
-    peak_rss_mb: f64,
-}
-
-impl RunFigures {
-    /// Figures from a training log whose `epochs` carry `tokens_per_s` and `seconds` (engram's
-    /// train_record.json and peft_train.py's --log-json share these keys).
-    fn from_record(rec: &serde_json::Value, peak_rss_mb: f64) -> Self {
-        let epochs = rec["epochs"].as_array().cloned().unwrap_or_default();
-        let get = |k: &str| -> Vec<f64> { epochs.iter().filter_map(|e| e[k].as_f64()).collect() };
-        Self {
-            tokens_per_s: median(steady(get("tokens_per_s"))),
-            epoch_secs: median(steady(get("seconds"))),
-            peak_rss_mb,
-        }
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[v.len() / 2]
-}
-
-/// Drops the first epoch (allocation, warm-up) when there are several.
-fn steady(v: Vec<f64>) -> Vec<f64> {
-    if v.len() > 1 { v[1..].to_vec() } else { v }
-}
-
-fn engram_run(a: &TrainBenchArgs, rank: usize, dir: &Path) -> Result<RunFigures> {
-    let out = dir.join(format!("engram-r{rank}"));
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args([
-        "train",
-        "--model",
-        &a.model,
-        "--backend",
-        &a.backend,
-        "--facts",
-    ])
-    .arg(&a.facts)
-    .arg("--out")
-    .arg(&out)
-    .args([
-        "--rank",
-        &rank.to_string(),
-        "--epochs",
-        &a.epochs.to_string(),
-    ])
-    .args(["--batch-size", &a.batch.to_string(), "--lr", "1e-4"])
-    // As the peer trains: constant lr, no warm-up, no clipping.
-    .args([
-        "--warmup-epochs",
-        "0",
-        "--constant-lr",
-        "--max-grad-norm",
-        "0",
-    ])
-    .arg("--no-checkpoints");
-    if a.pack {
-        cmd.arg("--pack");
-    }
-    cmd.args(["--adapter-compute", a.adapter_compute.name()]);
-    let peak = run_measured(cmd, "engram train")?;
-    let rec: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join(engram_lora::TRAIN_RECORD))?)?;
-    Ok(RunFigures::from_record(&rec, peak))
-}
-
-fn peer_run(a: &TrainBenchArgs, hf_dir: &Path, rank: usize, dir: &Path) -> Result<RunFigures> {
-    let log = dir.join(format!("peft-r{rank}.json"));
-    let peer = PeftRun {
-        python: &a.peer_python,
-        script: &a.peer_script,
-        hf_dir,
-        facts: &a.facts,
-        rank,
-        epochs: a.epochs,
-        batch: a.batch,
-        threads: a.threads,
-    };
-    let cmd = peer.command(&dir.join(format!("peft-r{rank}")), &log);
-    let peak = run_measured(cmd, "peft_train.py")?;
-    let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&log)?)?;
-    Ok(RunFigures::from_record(&rec, peak))
-}
-
 /// Runs `engram bench train`.
 pub fn run(a: TrainBenchArgs) -> Result<()> {
     if let Some(arch) = &a.architecture {
         let dtype = engram_model::WeightDType::parse(&a.dtype)
             .with_context(|| format!("--dtype {}: f32, bf16 or f16", a.dtype))?;
-        let v = super::random::train(&super::random::TrainSpec {
-            architecture: arch,
-            backend: &a.backend,
-            dtype,
-            adapter_compute: a.adapter_compute.dtype(),
-            ranks: &a.ranks,
-            batch: a.batch,
-            seq: a.seq_len,
-            labels: a.label_len,
-            warmup: a.warmup_steps,
-            steps: a.steps,
-            peak_tflops: a.peak_tflops,
-        })?;
-        if let Some(path) = &a.json {
-            engram_io::write_file(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
-        }
-        return Ok(());
-    }
-    let facts = engram_facts::read_facts(&a.facts)?;
-    let work = tempfile::tempdir()?;
-    // The peer reads an HF directory: the same checkpoint, written out (GGUF dequantized).
-    let peer = if a.peer_python == "none" {
-        None
-    } else {
-        let ckpt = Checkpoint::open(&a.model)?;
-        let hf = work.path().join("hf");
-        engram_lora::merge_to_hf(
-            &ckpt,
-            None,
-            &hf,
-            engram_checkpoint::DEFAULT_SHARD_BYTES,
-            &burn::tensor::Device::flex(),
+        let v = engram_bench::random_train(
+            &RandomTrain {
+                architecture: arch,
+                backend: &a.backend,
+                dtype,
+                adapter_compute: a.adapter_compute.dtype(),
+                ranks: &a.ranks,
+                batch: a.batch,
+                seq: a.seq_len,
+                labels: a.label_len,
+                warmup: a.warmup_steps,
+                steps: a.steps,
+                peak_tflops: a.peak_tflops,
+                process_start: crate::started(),
+            },
+            &mut print_line,
         )?;
-        Some(hf)
-    };
-    println!(
-        "engram bench train: {} on {}, {} facts, batch {}, {} epochs per run (median of epochs 2..), peer threads {}",
-        a.model,
-        a.backend,
-        facts.len(),
-        a.batch,
-        a.epochs,
-        a.threads
-    );
-    println!(
-        "{:>5}  {:>11} {:>11} {:>7}  {:>9} {:>9}  {:>10} {:>10}",
-        "rank", "tok/s", "peft tok/s", "ratio", "s/epoch", "peft s/ep", "peak MB", "peft MB"
-    );
-    for &rank in &a.ranks {
-        let ours = engram_run(&a, rank, work.path())?;
-        let theirs = match &peer {
-            Some(hf) => peer_run(&a, hf, rank, work.path()),
-            None => Err(anyhow::anyhow!("skipped (--peer-python none)")),
-        };
-        match &theirs {
-            Ok(p) => println!(
-                "{rank:>5}  {:>11.1} {:>11.1} {:>6.2}x  {:>9.1} {:>9.1}  {:>10.0} {:>10.0}",
-                ours.tokens_per_s,
-                p.tokens_per_s,
-                ours.tokens_per_s / p.tokens_per_s,
-                ours.epoch_secs,
-                p.epoch_secs,
-                ours.peak_rss_mb,
-                p.peak_rss_mb
-            ),
-            Err(e) => println!(
-                "{rank:>5}  {:>11.1} {:>11} {:>7}  {:>9.1} {:>9}  {:>10.0} {:>10}   (peer: {})",
-                ours.tokens_per_s,
-                "-",
-                "-",
-                ours.epoch_secs,
-                "-",
-                ours.peak_rss_mb,
-                "-",
-                engram_io::error_text(e.as_ref())
-            ),
-        }
+        return write_json(a.json.as_deref(), &v);
     }
-    println!(
-        "(ratio = engram / PEFT train tokens/s, padding excluded; peak = max RSS of each run's process)"
-    );
-    Ok(())
+    let bench = TrainBench {
+        engram: std::env::current_exe()?,
+        model: a.model,
+        backend: a.backend,
+        facts: a.facts,
+        ranks: a.ranks,
+        batch: a.batch,
+        epochs: a.epochs,
+        peer: (a.peer_python != "none").then_some(PeftPeer {
+            python: a.peer_python,
+            script: a.peer_script,
+            threads: a.threads,
+        }),
+        pack: a.pack,
+        adapter_compute: a.adapter_compute,
+    };
+    engram_bench::train(&bench, &mut print_line)
 }

@@ -4,22 +4,21 @@
 //! BEIR's layout with a TREC run per retriever; with `--real-queries FILE`, the generated
 //! questions compared with real ones ([`real`]: scores side by side, cosine distributions, a
 //! divergence figure and a plot); with `--reader`, reader accuracy over the retrieved documents
-//! ([`reader`]).
+//! ([`reader`] builds the reader and its judge). The benchmark is [`engram_bench::rag_bench`].
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
-use engram_baselines::rag::benchmark::{
-    BenchDoc, BenchQuery, BenchRetriever, DEFAULT_KS, RetrieverScores, run_benchmark, write_beir,
-};
-use engram_baselines::rag::{BertEncoder, DEFAULT_ENCODER, query_plot};
+use engram_baselines::rag::DEFAULT_ENCODER;
+use engram_baselines::rag::benchmark::DEFAULT_KS;
+use engram_bench::RagBench;
 
+use super::bench::print_line;
 use crate::progress::Bars;
+use crate::signals;
 
 mod reader;
-mod real;
 
 /// A retriever of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -28,6 +27,16 @@ pub enum Which {
     Bm25,
     /// Cosine similarity of a BERT sentence encoder's embeddings (--encoder).
     Dense,
+}
+
+impl Which {
+    /// The library's retriever.
+    fn which(self) -> engram_bench::Which {
+        match self {
+            Which::Bm25 => engram_bench::Which::Bm25,
+            Which::Dense => engram_bench::Which::Dense,
+        }
+    }
 }
 
 /// Which question of each fact is asked.
@@ -109,150 +118,33 @@ pub struct RagBenchArgs {
 
 /// Runs `engram rag-bench`.
 pub fn run(a: RagBenchArgs) -> Result<()> {
-    let (documents, unfiltered) = engram_qa::corpus_documents(&a.corpus)?;
-    let docs: Vec<BenchDoc> = documents
-        .into_iter()
-        .map(|d| BenchDoc {
-            id: d.id,
-            title: d.title,
-            text: d.text,
-        })
-        .collect();
-    let index: HashMap<&str, usize> = docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (d.id.as_str(), i))
-        .collect();
-    let facts = engram_facts::read_facts(&a.facts)?;
-    let mut queries = Vec::with_capacity(facts.len());
-    for f in &facts {
-        let Some(source) = &f.source else {
-            bail!(
-                "{}: fact {} names no source document; the benchmark needs facts from `engram qa generate`",
-                a.facts.display(),
-                f.id
-            );
-        };
-        let Some(&relevant) = index.get(source.as_str()) else {
-            bail!(
-                "{}: fact {}'s source {source} is not among the {} documents of {}",
-                a.facts.display(),
-                f.id,
-                docs.len(),
-                a.corpus.display()
-            );
-        };
-        queries.push(BenchQuery {
-            id: f.id.clone(),
-            text: match a.questions {
-                Asked::Original => f.question.clone(),
-                Asked::Rephrased => f.rephrased_question.clone(),
-            },
-            relevant,
-        });
-    }
-    let real = match &a.real_queries {
-        Some(path) => Some(real::load(path, &index, &a.corpus)?),
+    let bars = Bars::new(true);
+    let reader = match &a.reader {
+        Some(value) => Some(reader::build(&a, value, &bars)?),
         None => None,
     };
-    let bars = Bars::new(true);
     let mut retrievers = a.retrievers.clone();
     retrievers.dedup();
-    let needs_encoder = real.is_some() || retrievers.contains(&Which::Dense);
-    let encoder = match needs_encoder {
-        true => Some(load_encoder(&a, &bars)?),
-        false => None,
+    let bench = RagBench {
+        corpus: a.corpus,
+        facts: a.facts,
+        retrievers: retrievers.into_iter().map(Which::which).collect(),
+        k: a.k,
+        questions: match a.questions {
+            Asked::Original => engram_bench::Asked::Original,
+            Asked::Rephrased => engram_bench::Asked::Rephrased,
+        },
+        encoder: a.encoder,
+        backend: a.backend,
+        beir: a.beir,
+        out: a.out,
+        real_queries: a.real_queries,
+        plot: a.plot,
     };
-    let score = |qs: &[BenchQuery]| -> Result<Vec<RetrieverScores>> {
-        let mut scores = Vec::new();
-        for r in &retrievers {
-            let which = match r {
-                Which::Bm25 => BenchRetriever::Bm25,
-                Which::Dense => {
-                    BenchRetriever::Dense(&a.encoder, encoder.as_ref().expect("loaded"))
-                }
-            };
-            scores.push(run_benchmark(&docs, qs, &a.k, which, &bars)?);
-        }
-        Ok(scores)
-    };
-    let scores = score(&queries)?;
-    println!(
-        "{} questions over {} documents{}",
-        queries.len(),
-        docs.len(),
-        if unfiltered { " (not filtered)" } else { "" }
-    );
-    print_scores(&scores, "");
-    let mut report = serde_json::json!({ "generated": scores });
-    if let Some(real) = &real {
-        let encoder = encoder.as_ref().expect("loaded");
-        let with_docs = real.with_documents();
-        let real_scores = match with_docs.is_empty() {
-            true => Vec::new(),
-            false => score(&with_docs)?,
-        };
-        if !real_scores.is_empty() {
-            println!(
-                "{} real queries that name their document, over the same documents",
-                with_docs.len()
-            );
-            print_scores(&real_scores, " (real)");
-        }
-        let cmp = real::compare(encoder, &docs, &queries, real)?;
-        for line in real::describe(&cmp) {
-            println!("{line}");
-        }
-        engram_io::write_file(&a.plot, query_plot::svg(&cmp).as_bytes())?;
-        println!("plot → {}", a.plot.display());
-        report["real"] = serde_json::to_value(&real_scores)?;
-        report["comparison"] = serde_json::to_value(&cmp)?;
-    }
-    if let Some(value) = &a.reader {
-        let answers: Vec<String> = facts.iter().map(|f| f.answer.clone()).collect();
-        let r = reader::run(&a, value, &docs, &queries, &answers, &scores, &bars)?;
-        report["reader"] = serde_json::to_value(&r)?;
-    }
-    if let Some(dir) = &a.beir {
-        write_beir(dir, &docs, &queries, &scores)?;
-        println!("BEIR layout and TREC runs → {}", dir.display());
-    }
-    if let Some(out) = &a.out {
-        engram_io::write_file(out, &serde_json::to_vec_pretty(&report)?)?;
-        println!("scores → {}", out.display());
+    let stop = signals::install()?;
+    let outcome = engram_bench::rag_bench(&bench, reader.as_ref(), &bars, &stop, &mut print_line)?;
+    for note in outcome.judge_notes {
+        eprintln!("{note}");
     }
     Ok(())
-}
-
-/// The sentence encoder `--encoder` names, on `--backend`.
-fn load_encoder(a: &RagBenchArgs, bars: &Bars) -> Result<BertEncoder> {
-    let device = engram_model::device::open_device(&a.backend)?;
-    let dir = engram_checkpoint::model_store::model_dir(&a.encoder, bars)
-        .with_context(|| format!("--encoder {}", a.encoder))?;
-    Ok(BertEncoder::load(&dir, &device)?)
-}
-
-/// The scores as a table, `suffix` after each retriever's name.
-fn print_scores(scores: &[RetrieverScores], suffix: &str) {
-    let Some(first) = scores.first() else { return };
-    let mut head = format!("{:<34}", "retriever");
-    for m in &first.metrics {
-        head.push_str(&format!(" {:>8}", format!("R@{}", m.k)));
-    }
-    for m in &first.metrics {
-        head.push_str(&format!(" {:>8}", format!("NDCG@{}", m.k)));
-    }
-    head.push_str(&format!(" {:>7} {:>8}", "MRR", "seconds"));
-    println!("{head}");
-    for s in scores {
-        let mut line = format!("{:<34}", format!("{}{suffix}", s.retriever));
-        for m in &s.metrics {
-            line.push_str(&format!(" {:>8.3}", m.recall));
-        }
-        for m in &s.metrics {
-            line.push_str(&format!(" {:>8.3}", m.ndcg));
-        }
-        line.push_str(&format!(" {:>7.3} {:>8.1}", s.mrr, s.seconds));
-        println!("{line}");
-    }
 }

@@ -8,13 +8,13 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use super::figures::{Figures, Measured, PeerArg};
+use crate::figures::{Figures, Measured, Peer};
 
 /// The script that measures `peer`.
-fn generate_script(peer: PeerArg) -> std::path::PathBuf {
+fn generate_script(peer: Peer) -> std::path::PathBuf {
     let name = match peer {
-        PeerArg::Transformers => "hf_generate_bench.py",
-        PeerArg::LlamaCpp => "llamacpp_generate_bench.py",
+        Peer::Transformers => "hf_generate_bench.py",
+        Peer::LlamaCpp => "llamacpp_generate_bench.py",
     };
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/peers")
@@ -33,7 +33,7 @@ fn gguf_path(origin: &str) -> &str {
 /// log-probabilities) for each batch of prompts, on the same GGUF file, run with `python`
 /// (`none`: skipped).
 pub fn generate(
-    peer: PeerArg,
+    peer: Peer,
     python: &str,
     origin: &str,
     batches: &[Vec<Vec<u32>>],

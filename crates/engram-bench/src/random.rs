@@ -15,7 +15,7 @@
 //! attention scores (forward and backward, 3 × 4 × layers × heads × head_dim × seq² per row).
 //! Ops and syncs per optimizer step: kernel launches (CubeCL's launch observer, so GPU backends
 //! only; fused Burn ops count once) and device-to-host reads issued by engram's training code,
-//! over the timed steps, by kernel, and for one more step by phase ([`super::phases`]). Step
+//! over the timed steps, by kernel, and for one more step by phase ([`crate::phases`]). Step
 //! losses are read as the trainer reads them: once per `log_every` steps.
 
 use std::path::Path;
@@ -37,7 +37,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use super::phases::step_phases;
+use crate::Out;
+use crate::phases::step_phases;
 
 /// Dense tensor-core peaks in TFLOP/s (no sparsity) of known GPUs: (name fragment, bf16/f16,
 /// TF32). The first fragment the device's name contains wins.
@@ -82,7 +83,7 @@ fn peak_memory(seen: Option<u64>) -> (f64, &'static str) {
     match seen {
         Some(b) => (b as f64, "device allocator, reserved"),
         None => (
-            super::child::own_peak_rss_mb().map_or(f64::NAN, |mb| mb * 1e6),
+            crate::child::own_peak_rss_mb().map_or(f64::NAN, |mb| mb * 1e6),
             "process peak RSS",
         ),
     }
@@ -128,7 +129,7 @@ fn random_examples(
 }
 
 /// What `bench train --random-weights` measures.
-pub struct TrainSpec<'a> {
+pub struct RandomTrain<'a> {
     /// The architecture file.
     pub architecture: &'a Path,
     /// Backend name.
@@ -151,10 +152,13 @@ pub struct TrainSpec<'a> {
     pub steps: usize,
     /// Peak TFLOP/s for MFU.
     pub peak_tflops: Option<f64>,
+    /// When the process started: the cold start is timed from it too.
+    pub process_start: Instant,
 }
 
-/// Times LoRA training steps per rank; returns the figures as JSON (and prints a table).
-pub fn train(spec: &TrainSpec) -> Result<Value> {
+/// Times LoRA training steps per rank; hands a table row per rank to `out` and returns the
+/// figures as JSON.
+pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
     if spec.labels == 0 || spec.labels >= spec.seq {
         bail!(
             "--label-len must be between 1 and --seq-len − 1 (got {} of {})",
@@ -175,7 +179,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         } else {
             2.0
         };
-    println!(
+    say!(
+        out,
         "engram bench train: {} ({:.2} B parameters, random weights, {:?}) on {} ({name}), batch {} × {} tokens ({} labels), {} timed steps after {} warm-up",
         spec.architecture.display(),
         cfg.num_parameters() as f64 / 1e9,
@@ -187,7 +192,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         spec.steps,
         spec.warmup
     );
-    println!(
+    say!(
+        out,
         "{:>5}  {:>12}  {:>10}  {:>9}  {:>7}  {:>10}  {:>14}  {:>12}  {:>9}  {:>12}  {:>11}",
         "rank",
         "adapter",
@@ -217,7 +223,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         if let Some(cap) = capacity
             && need > cap as f64
         {
-            println!(
+            say!(
+                out,
                 "{rank:>5}  skipped: needs about {} (the planner's estimate), the device has {}",
                 human_bytes(need),
                 human_bytes(cap as f64)
@@ -255,7 +262,7 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
                 let _ = device.sync();
                 first_step = Some(FirstStep {
                     after_build_s: rank_start.elapsed().as_secs_f64() - built,
-                    after_process_start_s: crate::started().elapsed().as_secs_f64(),
+                    after_process_start_s: spec.process_start.elapsed().as_secs_f64(),
                     compiled: kernel_cache::activity().compiled - compiled0.compiled,
                 });
             }
@@ -291,7 +298,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         let tflops = flops / secs / 1e12;
         let mfu = peak.map(|p| tflops / p);
         let (mem, mem_kind) = peak_memory(high);
-        println!(
+        say!(
+            out,
             "{rank:>5}  {:>12}  {:>10.1}  {:>9.1}  {:>7.2}  {:>10}  {:>14}  {:>12}  {:>9.2}  {:>12}  {:>11.2}",
             adapter as u64,
             tokens / secs,
@@ -308,16 +316,24 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         let kernels_compiled = compiled.compiled - compiled0.compiled;
         let autotuned = compiled.autotuned - compiled0.autotuned;
         if let Some(f) = &first_step {
-            println!(
+            say!(
+                out,
                 "       model built in {built:.1} s; first step done {:.1} s later ({:.1} s after the process started, {} kernels compiled for it); {kernels_compiled} kernels compiled and {autotuned} autotune decisions for this rank",
-                f.after_build_s, f.after_process_start_s, f.compiled
+                f.after_build_s,
+                f.after_process_start_s,
+                f.compiled
             );
         }
         if !by_kernel.is_empty() {
-            println!("       launches/step by kernel: {}", top(&by_kernel, 6));
+            say!(
+                out,
+                "       launches/step by kernel: {}",
+                top(&by_kernel, 6)
+            );
         }
         for p in phases.iter().flatten() {
-            println!(
+            say!(
+                out,
                 "       one more step, {:<8} {:>5} launches: {}",
                 p.name,
                 p.launches,
@@ -347,7 +363,8 @@ pub fn train(spec: &TrainSpec) -> Result<Value> {
         drop(optim);
         device.memory_cleanup();
     }
-    println!(
+    say!(
+        out,
         "(MFU against {}; FLOPs count the step's matmuls: docs/src/backends-and-gpus.md)",
         peak.map_or("no known peak: pass --peak-tflops".into(), |p| format!(
             "{p} TFLOP/s"
@@ -402,26 +419,48 @@ fn read_losses(log: &mut LossLog, rank: usize, dtype: WeightDType) -> Result<()>
     })
 }
 
-/// Times greedy generation from random prompts of `prompt_len` tokens at each batch size.
-pub fn generate_bench(
-    architecture_file: &Path,
-    backend: &str,
-    dtype: WeightDType,
-    batches: &[usize],
-    prompt_len: usize,
-    new_tokens: usize,
-) -> Result<Value> {
+/// What `bench generate --random-weights` measures.
+pub struct RandomGenerate<'a> {
+    /// The architecture file.
+    pub architecture: &'a Path,
+    /// Backend name.
+    pub backend: &'a str,
+    /// Weight dtype.
+    pub dtype: WeightDType,
+    /// Batch sizes.
+    pub batches: &'a [usize],
+    /// Random prompt tokens per row.
+    pub prompt_len: usize,
+    /// New tokens per row.
+    pub new_tokens: usize,
+}
+
+/// Times greedy generation from random prompts at each batch size; hands a table row per batch
+/// to `out` and returns the figures as JSON.
+pub fn random_generate(spec: &RandomGenerate, out: Out) -> Result<Value> {
+    let RandomGenerate {
+        architecture: architecture_file,
+        backend,
+        dtype,
+        batches,
+        prompt_len,
+        new_tokens,
+    } = *spec;
     let cfg = architecture(architecture_file)?;
     let device = open_device(backend)?;
     let name = device_label(&device, backend);
     let model = Llama::random(cfg.clone(), dtype, &device, 0)?;
-    println!(
+    say!(
+        out,
         "engram bench generate: {} (random weights, {dtype:?}) on {backend} ({name}), {prompt_len}-token prompts, {new_tokens} new tokens, greedy",
         architecture_file.display()
     );
-    println!(
+    say!(
+        out,
         "{:>5}  {:>14} {:>14}",
-        "batch", "prefill tok/s", "decode tok/s"
+        "batch",
+        "prefill tok/s",
+        "decode tok/s"
     );
     let mut rng = StdRng::seed_from_u64(2);
     let gen_cfg = GenerationConfig {
@@ -454,11 +493,11 @@ pub fn generate_bench(
             g.prefill_tokens as f64 / g.prefill_secs.max(1e-9),
             g.decode_tokens as f64 / g.decode_secs.max(1e-9),
         );
-        println!("{b:>5}  {p:>14.1} {d:>14.1}");
+        say!(out, "{b:>5}  {p:>14.1} {d:>14.1}");
         rows.push(json!({"batch": b, "prefill_tokens_per_s": p, "decode_tokens_per_s": d}));
     }
     let (mem, kind) = peak_memory(high);
-    println!("peak memory: {} ({kind})", human_bytes(mem));
+    say!(out, "peak memory: {} ({kind})", human_bytes(mem));
     Ok(json!({
         "bench": "generate", "architecture": architecture_file.display().to_string(),
         "backend": backend, "device": name, "dtype": format!("{dtype:?}").to_lowercase(),

@@ -1,22 +1,21 @@
 //! What a generation bench measures, for engram and for the peers beside it
-//! ([`super::peer`]): the engines, each batch's prefill and decode figures, its greedy tokens.
+//! ([`crate::peer`]): the engines, each batch's prefill and decode figures, its greedy tokens.
 
-/// `--peer`: the inference engines `bench generate` measures beside engram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PeerArg {
+/// The inference engines `bench generate` measures beside engram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
     /// transformers (PyTorch, f32) reading the same GGUF file (dequantized at load).
     Transformers,
     /// llama.cpp's server (PyPI `xllamacpp`) on the same GGUF file, its own kernels.
-    #[value(name = "llama.cpp")]
     LlamaCpp,
 }
 
-impl PeerArg {
+impl Peer {
     /// The name the table shows.
     pub fn name(self) -> &'static str {
         match self {
-            PeerArg::Transformers => "transformers",
-            PeerArg::LlamaCpp => "llama.cpp",
+            Peer::Transformers => "transformers",
+            Peer::LlamaCpp => "llama.cpp",
         }
     }
 }
