@@ -124,7 +124,7 @@ impl FlatLayout {
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         let factors = {
             let starts: Vec<usize> = slots.iter().map(|s| s.offset).collect();
-            match crate::flat_gather::gather(factors, &starts, self.buckets[b]) {
+            match engram_ops::flat_gather::gather(factors, &starts, self.buckets[b]) {
                 Ok(flat) => return flat,
                 Err(factors) => factors,
             }

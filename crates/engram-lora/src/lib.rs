@@ -15,15 +15,10 @@ pub mod adamw;
 pub mod batches;
 pub mod checkpoint;
 pub mod config;
-pub mod cross_entropy;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-mod cross_entropy_kernel;
 pub mod epoch_eval;
 pub mod error;
 pub mod examples;
 pub mod flat;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-pub mod flat_gather;
 pub mod gguf_adapter;
 pub mod gguf_merge;
 pub mod loss;
@@ -32,9 +27,6 @@ pub mod merge;
 pub mod optimizer_state;
 pub mod pack;
 pub mod peft;
-pub mod pick_rows;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-mod pick_rows_kernel;
 pub mod probe;
 pub mod record;
 pub mod schedule;

@@ -2,9 +2,9 @@
 //! tokens (answer + end of turn) of the whole optimizer step, as transformers'
 //! `LlamaForCausalLM` loss with `-100` labels. Only the hidden states that predict a label go
 //! through the language-model head, which gives the same value and gradient as full logits at a
-//! fraction of the vocabulary projection (picked in one autodiff node, [`crate::pick_rows`]).
+//! fraction of the vocabulary projection (picked in one autodiff node, [`engram_ops::pick_rows`]).
 //! The cross-entropy itself is one autodiff node with a closed-form backward
-//! ([`crate::cross_entropy`]).
+//! ([`engram_ops::cross_entropy`]).
 //!
 //! A batch is laid out padded (one right-padded row per example) or packed (examples end to end
 //! in rows of a fixed length, [`crate::pack`]); a packed row carries each slot's position and
@@ -16,10 +16,10 @@ use engram_model::Llama;
 use engram_model::llama::ids_tensor;
 use engram_model::mask::{causal_mask, segment_mask};
 
-use crate::cross_entropy::label_nll;
 use crate::examples::TrainExample;
 use crate::pack::pack_rows;
-use crate::pick_rows::{inverse_rows, pick_rows};
+use engram_ops::cross_entropy::label_nll;
+use engram_ops::pick_rows::{inverse_rows, pick_rows};
 
 /// Per-slot positions and segments of a packed batch, `[rows][len]` each.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -93,7 +93,7 @@ impl LossLog {
 }
 
 /// The 1-element `losses` end to end, `[n]`: on the GPU backends one kernel per
-/// [`crate::flat_gather::MAX_INPUTS`] losses, where Burn's `cat` launches one slice-assign per
+/// [`engram_ops::flat_gather::MAX_INPUTS`] losses, where Burn's `cat` launches one slice-assign per
 /// loss (at one read per logging interval, about a launch per step); `cat` elsewhere.
 fn end_to_end(losses: Vec<Tensor<1>>) -> Tensor<1> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -104,7 +104,7 @@ fn end_to_end(losses: Vec<Tensor<1>>) -> Tensor<1> {
             .map(|t| t.clone().without_autodiff().reshape([1, 1]))
             .collect();
         let starts: Vec<usize> = (0..n).collect();
-        if let Ok(t) = crate::flat_gather::gather(plain, &starts, n) {
+        if let Ok(t) = engram_ops::flat_gather::gather(plain, &starts, n) {
             return t;
         }
     }

@@ -13,16 +13,17 @@
 //! engram's kernel, where a cache of tensors would be concatenated (copied whole) every step.
 
 use burn::module::{Module, Param};
-use burn::tensor::activation::softmax;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Bool, DType, Device, Tensor, TensorData, s};
+use burn::tensor::{Bool, Device, Tensor, TensorData, s};
+use engram_ops::attention::{
+    attention_core, attention_eager, attention_rope, attention_rope_joined,
+};
+use engram_ops::rope::rotary_heads_first;
 
-use crate::attention_op::{attention_core, attention_rope, attention_rope_joined};
 use crate::kv_cache::LayerCache;
 use crate::linear::{Linear, dropout_sites, join, shared_adapter_input};
 use crate::norm::RmsNorm;
 use crate::rope::apply_rotary;
-use crate::rope_op::rotary_heads_first;
 
 /// Llama self-attention.
 #[derive(Module, Debug)]
@@ -277,35 +278,6 @@ impl Projected {
             }
         }
     }
-}
-
-/// Eager grouped attention in Burn ops, differentiated op by op: `q: [b, kv, groups · t, d]`,
-/// `k`, `v: [b, kv, s, d]`, `mask: [b, 1, t, s]` (true = masked), `heads = kv · groups`;
-/// returns `[b, kv, groups · t, d]`. Scores and softmax in f32, probabilities cast back to the
-/// input dtype, as transformers' eager path. With a mask, [`attention_core`] runs these ops as
-/// one autodiff node.
-pub(crate) fn attention_eager(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    mask: Option<Tensor<4, Bool>>,
-    heads: usize,
-    scale: f64,
-) -> Tensor<4> {
-    let [b, kv, gt, _] = q.dims();
-    let (t, s) = (gt * kv / heads, k.dims()[2]);
-    let dtype = q.dtype();
-    let scores = q
-        .matmul(k.swap_dims(2, 3))
-        .mul_scalar(scale)
-        .cast(DType::F32)
-        .reshape([b, heads, t, s]);
-    let scores = match mask {
-        Some(m) => scores.mask_fill(m, f32::MIN),
-        None => scores,
-    };
-    let probs = softmax(scores, 3).cast(dtype).reshape([b, kv, gt, s]);
-    probs.matmul(v)
 }
 
 /// Query slots up to which a cached step attends through [`engram_kernels::KvBuffer::attend`] (a decode step;

@@ -57,22 +57,9 @@ pub enum ModelError {
         /// The device.
         device: String,
     },
-    /// A backend name that is not compiled in or does not exist.
-    #[error("unknown backend `{name}`: {hint}")]
-    UnknownBackend {
-        /// What was asked for.
-        name: String,
-        /// What is available.
-        hint: String,
-    },
-    /// A backend that is compiled in but cannot start on this machine.
-    #[error("backend `{backend}` cannot start: {reason}")]
-    Device {
-        /// The backend asked for.
-        backend: String,
-        /// Why, and what to do.
-        reason: String,
-    },
+    /// A backend that does not exist in this build or cannot start here.
+    #[error(transparent)]
+    Device(#[from] engram_ops::DeviceError),
     /// A bad LoRA setting or adapter (rank 0, unknown target module, shape mismatch...).
     #[error("{0}")]
     BadLora(String),

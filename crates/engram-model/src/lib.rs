@@ -11,55 +11,40 @@
 pub mod adapters;
 pub mod answer;
 pub mod attention;
-pub mod attention_op;
 pub mod block;
 pub mod config;
-pub mod cpu_matmul;
-pub mod cpu_ops;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-pub mod cube_op;
-pub mod device;
 pub mod error;
 pub mod generate;
-pub mod kernel_cache;
 pub mod kv_cache;
-pub mod launches;
-mod length_cache;
 pub mod linear;
 pub mod llama;
 pub mod load;
 pub mod lora;
-pub mod mask;
 pub mod mlp;
 pub mod norm;
-pub mod norm_op;
 pub mod rope;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-mod rope_kernel;
-pub mod rope_op;
 pub mod sampling;
 pub mod session;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-mod swiglu_kernel;
-pub mod swiglu_op;
-#[doc(hidden)]
-pub mod testing;
 
 pub use answer::{
     Answer, AnswerConfig, answer_prompts, answer_questions, answers_from, question_prompt,
 };
 pub use burn;
 pub use config::{Architecture, LlamaConfig, RopeScaling};
-pub use device::{
+// The devices, the kernel cache and the CPU products are engram-ops' (the operations and their
+// backends); re-exported here, where callers of the model find them.
+pub use engram_ops::device::{
     available_backends, backend_kind, cuda_compiler, device_from_name, device_label, device_memory,
     device_name, is_cpu, open_device,
 };
+#[doc(hidden)]
+pub use engram_ops::testing;
+pub use engram_ops::{LaunchCounter, cpu_matmul, device, kernel_cache, launches, mask};
 pub use error::{ModelError, Result};
 pub use generate::{
     Generation, GenerationConfig, forced_logprobs, generate, generate_after_prefix,
 };
 pub use kv_cache::KvCache;
-pub use launches::LaunchCounter;
 pub use llama::Llama;
 pub use load::WeightDType;
 pub use lora::{LoraAdapter, LoraConfig, LoraSettings, LoraTarget};

@@ -5,7 +5,7 @@ use burn::tensor::activation::silu;
 use burn::tensor::{Tensor, s};
 
 use crate::linear::{Linear, dropout_sites, join, shared_adapter_input};
-use crate::swiglu_op::swiglu_joined;
+use engram_ops::swiglu::swiglu_joined;
 
 /// Llama MLP.
 #[derive(Module, Debug)]
@@ -33,7 +33,7 @@ impl Mlp {
 
     /// Applies the block to `x: [.., .., hidden]` (the model's token rows, `[1, batch · seq,
     /// hidden]`); `silu(g) · u` in one pass on the CPU backend's inference
-    /// ([`crate::cpu_ops::swiglu`], the same bits).
+    /// ([`engram_ops::swiglu::cpu::swiglu`], the same bits).
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         // gate's and up's adapters share one prepared input (cast, dropout mask).
         let linears = [&self.gate_proj, &self.up_proj];
@@ -41,7 +41,7 @@ impl Mlp {
         let Some(w) = &self.gate_up else {
             let g = self.gate_proj.forward_prepared(x.clone(), xa.clone());
             let u = self.up_proj.forward_prepared(x, xa);
-            let h = crate::cpu_ops::swiglu(&g, &u).unwrap_or_else(|| silu(g) * u);
+            let h = engram_ops::swiglu::cpu::swiglu(&g, &u).unwrap_or_else(|| silu(g) * u);
             return self.down_proj.forward(h);
         };
         // One product with the joined weight, and the adapters' deltas.

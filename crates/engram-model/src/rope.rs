@@ -15,7 +15,7 @@ use std::sync::Arc;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::{LlamaConfig, RopeScaling};
-use crate::length_cache::LengthCache;
+use engram_ops::length_cache::LengthCache;
 
 /// Inverse frequencies of the rotary embedding (`head_dim / 2` values).
 pub fn inv_freq(config: &LlamaConfig) -> Vec<f32> {
@@ -174,60 +174,19 @@ impl Rotary {
 /// `x * cos + rotate_half(x) * sin` for `x: [batch, seq, heads, head_dim]` (contiguous, as a
 /// projection's output reshaped) and tables from [`Rotary`] (`sin` signed, `[batch or 1, seq,
 /// 1, head_dim]`), as `x * cos + swap_halves(x) * sin` (in one pass on the CPU backend's
-/// inference: [`crate::cpu_ops::rotary`], the same bits).
+/// inference: [`engram_ops::rope::cpu::rotary`], the same bits).
 pub fn apply_rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    match crate::cpu_ops::rotary(&x, cos, sin) {
+    match engram_ops::rope::cpu::rotary(&x, cos, sin) {
         Some(y) => y,
         None => rotary_ops(x, cos, sin),
     }
 }
 
 /// [`apply_rotary`] in Burn ops (every backend): one operation whose backward is the rotation
-/// by −θ ([`crate::rope_op`]); its forward runs the ops of [`rotary_composed`], in that order.
+/// by −θ ([`engram_ops::rope`]); its forward runs the ops of `engram_ops::rope::rotary_composed`,
+/// in that order.
 pub(crate) fn rotary_ops(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    crate::rope_op::rotary(x, cos, sin)
-}
-
-/// Signed-form tables for tests: `[rows.len(), t, 1, d]`, row `i` for positions `rows[i]..
-/// rows[i] + t` at frequencies `0.7^i` (`sin`'s first half the negated second), or one row
-/// shared by a batch (`rows = [0]`).
-#[cfg(test)]
-pub(crate) fn test_tables(
-    rows: &[usize],
-    t: usize,
-    d: usize,
-    device: &Device,
-) -> (Tensor<4>, Tensor<4>) {
-    let mut cos = Vec::new();
-    let mut sin = Vec::new();
-    for p in rows.iter().flat_map(|&r| r..r + t) {
-        let f: Vec<f32> = (0..d / 2)
-            .map(|i| p as f32 * 0.7f32.powi(i as i32))
-            .collect();
-        for sign in [-1f32, 1.0] {
-            cos.extend(f.iter().map(|x| x.cos()));
-            sin.extend(f.iter().map(|x| sign * x.sin()));
-        }
-    }
-    let data = |v: Vec<f32>| TensorData::new(v, [rows.len(), t, 1, d]);
-    (
-        Tensor::from_data(data(cos), device),
-        Tensor::from_data(data(sin), device),
-    )
-}
-
-/// RoPE composed of Burn tensor ops, which autodiff differentiates op by op: the reference
-/// [`rotary_ops`] is tested against.
-#[cfg(test)]
-pub(crate) fn rotary_composed(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    let [b, t, h, hd] = x.dims();
-    let swapped = x
-        .clone()
-        .reshape([b, t, h, 2, hd / 2])
-        .flip([3])
-        .reshape([b, t, h, hd]);
-    let dtype = x.dtype();
-    x * cos.clone().cast(dtype) + swapped * sin.clone().cast(dtype)
+    engram_ops::rope::rotary(x, cos, sin)
 }
 
 #[cfg(test)]
@@ -284,6 +243,29 @@ mod tests {
         let (hc, hs) = r.compute(&rows, &dev);
         assert_eq!(values(gc), values(hc));
         assert_eq!(values(gs), values(hs));
+    }
+
+    /// On the CPU backend's inference `apply_rotary` takes the one-pass path
+    /// (`engram_ops::rope::cpu::rotary`): the ops' bits.
+    #[test]
+    fn apply_rotary_gives_the_ops_bits() {
+        let device = Device::flex();
+        device.seed(4);
+        let (b, t, h, d) = (3, 5, 4, 16);
+        let random = |shape: [usize; 4]| {
+            Tensor::<4>::random(shape, burn::tensor::Distribution::Normal(0.0, 1.0), &device)
+        };
+        let x = random([b, t, h, d]);
+        for cb in [1, b] {
+            let (cos, sin) = (random([cb, t, 1, d]), random([cb, t, 1, d]));
+            let want = values(rotary_ops(x.clone(), &cos, &sin));
+            let got = values(apply_rotary(x.clone(), &cos, &sin));
+            assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{cb}"
+            );
+        }
     }
 
     #[test]

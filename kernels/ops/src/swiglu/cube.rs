@@ -1,4 +1,4 @@
-//! A joined SwiGLU ([`crate::swiglu_op`]) as hand-written CubeCL kernels on the GPU backends,
+//! A joined SwiGLU ([`crate::swiglu`]) as hand-written CubeCL kernels on the GPU backends,
 //! one each way: the forward reads the joined product's halves and the adapters' products
 //! (a slice of the product does not fuse), the backward forms each element's `dg` and `du` and
 //! writes them, scaled, as the products' gradients and, unscaled, in their places in the joined

@@ -12,6 +12,11 @@
 //! the same products and the same sum, so the gradient is the same bits as autodiff's (tests);
 //! the forward runs the same ops in the same order as before.
 
+pub mod cpu;
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod cube;
+
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -219,7 +224,7 @@ fn swap<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
 
 impl RotaryOp for burn::backend::Flex {}
 
-/// On the CubeCL backends both directions are one kernel ([`crate::rope_kernel`]) where it
+/// On the CubeCL backends both directions are one kernel ([`crate::rope::cube`]) where it
 /// takes the input, else the Burn ops.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl RotaryOp for burn::backend::Cube {
@@ -303,18 +308,18 @@ impl RotaryOp for burn::backend::Cube {
         let (qs, ks, vs) = (swap::<C>(q), swap::<C>(k), swap::<C>(v));
         let (cs, ss) = (swap::<C>(cos), swap::<C>(sin));
         let f32_base = base.dtype == burn::tensor::DType::F32;
-        if !(f32_base && crate::rope_kernel::supported_qkv(&qs, &ks, &vs, &cs, &ss)) {
+        if !(f32_base && crate::rope::cube::supported_qkv(&qs, &ks, &vs, &cs, &ss)) {
             let (q, k, v) =
                 add_parts::<C>(base, swap::<C>(qs), swap::<C>(ks), swap::<C>(vs), scale);
             return Self::rotary_qkv_heads_first(q, k, v, swap::<C>(cs), swap::<C>(ss));
         }
-        let mode = crate::rope_kernel::QkvMode {
+        let mode = crate::rope::cube::QkvMode {
             inverse: false,
             joined: false,
             scale: scale as f32,
         };
         let base = Some(swap::<C>(base));
-        three(crate::rope_kernel::rotary_qkv(
+        three(crate::rope::cube::rotary_qkv(
             qs, ks, vs, base, cs, ss, mode,
         ))
     }
@@ -335,13 +340,13 @@ impl RotaryOp for burn::backend::Cube {
     ) {
         type C = burn::backend::Cube;
         let (dq, dk, dv) = (swap::<C>(dq), swap::<C>(dk), swap::<C>(dv));
-        if crate::rope_kernel::supported_qkv(&dq, &dk, &dv, &cos, &sin) {
-            let mode = crate::rope_kernel::QkvMode {
+        if crate::rope::cube::supported_qkv(&dq, &dk, &dv, &cos, &sin) {
+            let mode = crate::rope::cube::QkvMode {
                 inverse: true,
                 joined: true,
                 scale: scale as f32,
             };
-            let mut out = crate::rope_kernel::rotary_qkv(dq, dk, dv, None, cos, sin, mode);
+            let mut out = crate::rope::cube::rotary_qkv(dq, dk, dv, None, cos, sin, mode);
             let joined = out.pop().expect("four outputs");
             let (dq, dk, dv) = three(out);
             return (dq, dk, dv, joined);
@@ -375,15 +380,13 @@ fn cube_rotary_qkv(
     FloatTensor<burn::backend::Cube>,
     FloatTensor<burn::backend::Cube>,
 ) {
-    if crate::rope_kernel::supported_qkv(&q, &k, &v, &cos, &sin) {
-        let mode = crate::rope_kernel::QkvMode {
+    if crate::rope::cube::supported_qkv(&q, &k, &v, &cos, &sin) {
+        let mode = crate::rope::cube::QkvMode {
             inverse,
             joined: false,
             scale: 1.0,
         };
-        three(crate::rope_kernel::rotary_qkv(
-            q, k, v, None, cos, sin, mode,
-        ))
+        three(crate::rope::cube::rotary_qkv(q, k, v, None, cos, sin, mode))
     } else {
         (
             cube_rotary(q, cos.clone(), sin.clone(), inverse),
@@ -401,8 +404,8 @@ fn cube_rotary(
     sin: FloatTensor<burn::backend::Cube>,
     inverse: bool,
 ) -> FloatTensor<burn::backend::Cube> {
-    if crate::rope_kernel::supported(&x, &cos, &sin) {
-        crate::rope_kernel::rotary(x, cos, sin, inverse)
+    if crate::rope::cube::supported(&x, &cos, &sin) {
+        crate::rope::cube::rotary(x, cos, sin, inverse)
     } else {
         forward::<burn::backend::Cube>(x, cos, sin, inverse)
     }
@@ -497,14 +500,56 @@ pub fn rotary_heads_first(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Ten
     ))
 }
 
+/// Signed-form tables for tests: `[rows.len(), t, 1, d]`, row `i` for positions `rows[i]..
+/// rows[i] + t` at frequencies `0.7^i` (`sin`'s first half the negated second), or one row
+/// shared by a batch (`rows = [0]`).
+#[cfg(test)]
+pub(crate) fn test_tables(
+    rows: &[usize],
+    t: usize,
+    d: usize,
+    device: &burn::tensor::Device,
+) -> (Tensor<4>, Tensor<4>) {
+    let mut cos = Vec::new();
+    let mut sin = Vec::new();
+    for p in rows.iter().flat_map(|&r| r..r + t) {
+        let f: Vec<f32> = (0..d / 2)
+            .map(|i| p as f32 * 0.7f32.powi(i as i32))
+            .collect();
+        for sign in [-1f32, 1.0] {
+            cos.extend(f.iter().map(|x| x.cos()));
+            sin.extend(f.iter().map(|x| sign * x.sin()));
+        }
+    }
+    let data = |v: Vec<f32>| burn::tensor::TensorData::new(v, [rows.len(), t, 1, d]);
+    (
+        Tensor::from_data(data(cos), device),
+        Tensor::from_data(data(sin), device),
+    )
+}
+
+/// RoPE composed of Burn tensor ops, which autodiff differentiates op by op: the reference
+/// [`rotary`] is tested against.
+#[cfg(test)]
+pub(crate) fn rotary_composed(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+    let [b, t, h, hd] = x.dims();
+    let swapped = x
+        .clone()
+        .reshape([b, t, h, 2, hd / 2])
+        .flip([3])
+        .reshape([b, t, h, hd]);
+    let dtype = x.dtype();
+    x * cos.clone().cast(dtype) + swapped * sin.clone().cast(dtype)
+}
+
 #[cfg(test)]
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Tensor};
 
     use crate::testing::f32_values;
 
+    use super::rotary_composed;
     use super::{rotary, rotary_heads_first};
-    use crate::rope::rotary_composed;
 
     /// Tables of the signed form: `sin`'s first half the negated second; one row shared by
     /// the batch.
@@ -515,7 +560,7 @@ mod tests {
     /// Tables with one row per position offset in `rows` (`[rows, 5, 1, 8]`, as packed batches
     /// have), or one shared row (`[0]`).
     fn tables_for(rows: &[usize], device: &Device) -> (Tensor<4>, Tensor<4>) {
-        crate::rope::test_tables(rows, 5, 8, device)
+        super::test_tables(rows, 5, 8, device)
     }
 
     /// The op's output and gradient against autodiff through the composed ops: the same bits,

@@ -1,5 +1,5 @@
 //! One kernel that lays many f32 matrices end to end in a flat bucket: the gradient gather of
-//! [`crate::flat`] on the CubeCL backends (wgpu, CUDA).
+//! engram-lora's `flat` on the CubeCL backends (wgpu, CUDA).
 //!
 //! Burn has no multi-tensor copy: its `cat` is one slice-assign per input, so gathering a step's
 //! adapter gradients cost one launch per factor (448 on Llama-3.1-8B) plus a zero fill. This
@@ -9,7 +9,7 @@
 //! strides, so a transposed gradient needs no copy first.
 //!
 //! The op is registered with Burn's fusion stream as one opaque operation
-//! (`engram_model::cube_op::register`), so it runs in stream order after the kernels that
+//! (`crate::cube_op::register`), so it runs in stream order after the kernels that
 //! produce the gradients.
 
 use burn::backend::{
@@ -224,7 +224,7 @@ pub fn gather(
         })
         .collect();
     let starts = starts.to_vec();
-    let out = engram_model::cube_op::register(
+    let out = crate::cube_op::register(
         "engram_flat_gather",
         fused,
         Shape::from([len]),
@@ -239,9 +239,9 @@ pub fn gather(
 
 #[cfg(all(test, feature = "wgpu"))]
 mod tests {
+    use crate::LaunchCounter;
+    use crate::testing::f32_values;
     use burn::tensor::{DType, Tensor, TensorData};
-    use engram_model::LaunchCounter;
-    use engram_testkit::f32_values;
 
     use super::{MAX_INPUTS, gather};
 
@@ -250,8 +250,7 @@ mod tests {
     /// one launch per `MAX_INPUTS` inputs on llvmpipe (which binds plenty of buffers).
     #[test]
     fn lays_matrices_end_to_end_with_zero_gaps_in_few_launches() {
-        let device =
-            engram_model::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
+        let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
         let inner = device.clone();
         let (mut inputs, mut starts, mut want) = (Vec::new(), Vec::new(), Vec::new());
         let mut at = 3; // a gap before the first, too
@@ -281,7 +280,7 @@ mod tests {
         want.resize(at + 5, 0.0);
         let _ = device.sync();
         // One launch observer at a time (CubeCL's is process-wide): counting tests take turns.
-        let _g = engram_testkit::train_lock();
+        let _g = crate::testing::train_lock();
         let counter = LaunchCounter::start(&device).unwrap();
         let flat = gather(inputs, &starts, want.len()).unwrap_or_else(|_| panic!("not gathered"));
         let got = f32_values(flat);

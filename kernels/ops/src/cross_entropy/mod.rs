@@ -12,12 +12,15 @@
 //! `dlogits = (g / N) · (p − onehot(t))`,
 //!
 //! one element-wise pass and one scatter — on the CubeCL backends one kernel
-//! ([`crate::cross_entropy_kernel`]). The forward runs Burn's `log_softmax` ops, the gather,
+//! ([`crate::cross_entropy::cube`]). The forward runs Burn's `log_softmax` ops, the gather,
 //! the sum and the division in the same order as before (same bits), except that on the
 //! CubeCL backends the sum is a reduction over the rows, which fuses with the gather, the
 //! negation and the division into one kernel (a summation order apart); the gradient equals
 //! autodiff's op-by-op one up to float rounding (tests). The logits' gradient comes back in the
 //! logits' dtype, as through the f32 cast it replaces.
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod cube;
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -112,7 +115,7 @@ fn backward_composed<B: Backend>(
 
 impl LabelNllOp for burn::backend::Flex {}
 
-/// On the CubeCL backends the backward is one kernel ([`crate::cross_entropy_kernel`]).
+/// On the CubeCL backends the backward is one kernel ([`crate::cross_entropy::cube`]).
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl LabelNllOp for burn::backend::Cube {
     fn label_nll_parts(
@@ -129,8 +132,8 @@ impl LabelNllOp for burn::backend::Cube {
         g: FloatTensor<Self>,
         normalizer: f64,
     ) -> FloatTensor<Self> {
-        if crate::cross_entropy_kernel::supported(&logp, &targets, &g) {
-            crate::cross_entropy_kernel::backward(logp, targets, g, normalizer)
+        if crate::cross_entropy::cube::supported(&logp, &targets, &g) {
+            crate::cross_entropy::cube::backward(logp, targets, g, normalizer)
         } else {
             backward_composed::<Self>(logp, targets, g, normalizer)
         }
@@ -210,7 +213,7 @@ pub(crate) fn label_nll_composed(
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
 
-    use engram_testkit::{f32_values, max_rel_diff};
+    use crate::testing::{f32_values, max_rel_diff};
 
     use super::{label_nll, label_nll_composed};
 
@@ -233,7 +236,7 @@ mod tests {
             };
             assert_eq!((loss.dims(), loss.dtype()), ([1], DType::F32));
             let loss_values = f32_values(loss.clone());
-            let counter = engram_model::LaunchCounter::start(device);
+            let counter = crate::LaunchCounter::start(device);
             // A scale on the loss, so that the upstream gradient is not 1.
             let grads = loss.mul_scalar(3.0).backward();
             let g = logits.grad(&grads).unwrap();
@@ -246,7 +249,7 @@ mod tests {
         let (loss_ref, g_ref, _) = run(true);
         // The forward is the composed ops, in their order: the same bits (on the CubeCL
         // backends the sum runs over rows, one rounding apart).
-        if engram_model::is_cpu(device) {
+        if crate::is_cpu(device) {
             assert_eq!(loss, loss_ref, "{dtype:?} loss");
         } else {
             assert!(max_rel_diff(&loss, &loss_ref) <= 1e-6, "{dtype:?} loss");
@@ -269,14 +272,14 @@ mod tests {
     #[cfg(feature = "wgpu")]
     #[test]
     fn the_gradient_matches_on_wgpu_in_one_kernel() {
-        let _g = engram_testkit::train_lock();
-        let device = engram_model::open_device("wgpu")
+        let _g = crate::testing::train_lock();
+        let device = crate::open_device("wgpu")
             .expect("a wgpu adapter (CI installs llvmpipe)")
             .autodiff();
         device.seed(12);
         let launches = check(&device, DType::F32, 1e-5);
         // The loss's backward is one kernel; the scale on the loss adds its own.
-        let named = |part: &str| engram_testkit::launched_named(&launches, part);
+        let named = |part: &str| crate::launches::launched_named(&launches, part);
         assert_eq!(named("LabelNll"), 1, "{launches:?}");
         assert_eq!(named("Scatter"), 0, "{launches:?}");
     }

@@ -1,6 +1,6 @@
 //! RoPE as one hand-written CubeCL kernel on the GPU backends: `y = x · cos + σ · F(x) · sin`
 //! with `F` the swap of the halves of the head dimension and `σ = ±1` (+1 the rotation,
-//! −1 its inverse, the backward: [`crate::rope_op`]). Burn has no fusable flip, so the composed
+//! −1 its inverse, the backward: [`crate::rope`]). Burn has no fusable flip, so the composed
 //! form is a flip kernel and a fused element-wise kernel; this is one kernel, computing the
 //! same two products and sum, so the same bits (tested against the composed ops on llvmpipe).
 //! It takes f32 activations only: other dtypes keep the composed ops until a GPU can check the
@@ -10,10 +10,10 @@
 //! axes, so it also runs on views: given a heads-first view of the projections' `[b, t, h, d]`
 //! (with the tables' view to match) it writes q and k heads first, as attention's products read
 //! them, and given a view of a heads-first gradient it writes the gradient back in the
-//! projections' layout ([`crate::rope_op::rotary_heads_first`]) — the layout copy a view would
+//! projections' layout ([`crate::rope::rotary_heads_first`]) — the layout copy a view would
 //! cost the next reshape or product happens inside the kernel. A second kernel does q, k and v
 //! of one attention in one launch — q and k rotated, v copied into the same layout
-//! ([`crate::rope_op::RotaryOp::rotary_qkv_heads_first`]) — where three launches did.
+//! ([`crate::rope::RotaryOp::rotary_qkv_heads_first`]) — where three launches did.
 //!
 //! Registered with Burn's fusion stream as one opaque operation ([`crate::cube_op`]).
 

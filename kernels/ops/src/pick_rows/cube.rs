@@ -1,15 +1,15 @@
 //! [`crate::pick_rows`]'s backward as one hand-written CubeCL kernel on the GPU backends: each
 //! row of the input's gradient is the picked gradient's row its inverse names, or zeros, where
 //! the Burn ops fill zeros and then scatter-add. f32 only (other dtypes keep the Burn ops).
-//! Registered with Burn's fusion stream as one opaque operation (`engram_model::cube_op`).
+//! Registered with Burn's fusion stream as one opaque operation (`crate::cube_op`).
 
+use crate::cube_op::index_type;
 use burn::backend::Cube;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::{DType, Shape};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::ir::ElemType;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
-use engram_model::cube_op::index_type;
 
 /// For `pos < len` (row `r`, column `c` of `[rows, h]`): `out[pos] = g[inverse[r], c]`, or zero
 /// where `inverse[r]` is past `g`'s rows (`r` not picked).
@@ -48,7 +48,7 @@ pub(crate) fn supported(g: &FloatTensor<Cube>, inverse: &IntTensor<Cube>) -> boo
 pub(crate) fn backward(g: FloatTensor<Cube>, inverse: IntTensor<Cube>) -> FloatTensor<Cube> {
     debug_assert!(supported(&g, &inverse));
     let (rows, h) = (inverse.shape[0], g.shape[1]);
-    engram_model::cube_op::register(
+    crate::cube_op::register(
         "engram_pick_rows_backward",
         vec![g, inverse],
         Shape::from([rows, h]),

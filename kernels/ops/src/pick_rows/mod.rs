@@ -5,9 +5,12 @@
 //! picked rows' gradient into it (a fill and a `select_assign`, two kernels on the GPU
 //! backends), since its indices may repeat. The loss picks each hidden state at most once, so
 //! the input's gradient row `r` is the picked gradient's row `inverse[r]`, or zero where `r` is
-//! not picked: one gather, one kernel on the CubeCL backends ([`crate::pick_rows_kernel`]).
+//! not picked: one gather, one kernel on the CubeCL backends ([`crate::pick_rows::cube`]).
 //! The forward is Burn's `select` (which fusion folds into the kernel that reads it); the
 //! gradient is the same, exactly, as `select`'s.
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod cube;
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -56,7 +59,7 @@ fn backward_composed<B: Backend>(
 
 impl PickRowsOp for burn::backend::Flex {}
 
-/// On the CubeCL backends the backward is one kernel ([`crate::pick_rows_kernel`]).
+/// On the CubeCL backends the backward is one kernel ([`crate::pick_rows::cube`]).
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl PickRowsOp for burn::backend::Cube {
     fn pick_rows_backward(
@@ -64,8 +67,8 @@ impl PickRowsOp for burn::backend::Cube {
         at: IntTensor<Self>,
         inverse: IntTensor<Self>,
     ) -> FloatTensor<Self> {
-        if crate::pick_rows_kernel::supported(&g, &inverse) {
-            crate::pick_rows_kernel::backward(g, inverse)
+        if crate::pick_rows::cube::supported(&g, &inverse) {
+            crate::pick_rows::cube::backward(g, inverse)
         } else {
             backward_composed::<Self>(g, at, inverse)
         }
@@ -133,7 +136,7 @@ pub fn pick_rows(x: Tensor<2>, at: Tensor<1, Int>, inverse: Tensor<1, Int>) -> T
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
 
-    use engram_testkit::f32_values;
+    use crate::testing::f32_values;
 
     use super::{inverse_rows, pick_rows};
 
@@ -158,7 +161,7 @@ mod tests {
                 x.clone().select(0, at())
             };
             let values = f32_values(picked.clone());
-            let counter = engram_model::LaunchCounter::start(device);
+            let counter = crate::LaunchCounter::start(device);
             let grads = (picked.cast(DType::F32) * weight.clone()).sum().backward();
             let g = x.grad(&grads).unwrap();
             assert_eq!(g.dtype(), dtype);
@@ -200,13 +203,13 @@ mod tests {
     #[cfg(feature = "wgpu")]
     #[test]
     fn the_gradient_is_selects_on_wgpu_in_one_kernel() {
-        let _g = engram_testkit::train_lock();
-        let device = engram_model::open_device("wgpu")
+        let _g = crate::testing::train_lock();
+        let device = crate::open_device("wgpu")
             .expect("a wgpu adapter (CI installs llvmpipe)")
             .autodiff();
         device.seed(22);
         let launches = check(&device, DType::F32);
-        let named = |part: &str| engram_testkit::launched_named(&launches, part);
+        let named = |part: &str| crate::launches::launched_named(&launches, part);
         assert_eq!(named("PickRows"), 1, "{launches:?}");
         // (The test's own sum and its backward fill too.)
         assert_eq!(named("SelectAssign"), 0, "{launches:?}");

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::{Device, Tensor};
 
-use crate::error::{ModelError, Result};
+use crate::error::{DeviceError, Result};
 
 /// Backends compiled into this build, in the order `auto` tries them.
 pub fn available_backends() -> Vec<&'static str> {
@@ -25,7 +25,7 @@ pub fn available_backends() -> Vec<&'static str> {
 /// cuda, wgpu, cpu). A GPU backend's first device sets up the kernel cache
 /// ([`crate::kernel_cache::configure`]).
 pub fn device_from_name(name: &str) -> Result<Device> {
-    let unknown = |why: &str| ModelError::UnknownBackend {
+    let unknown = |why: &str| DeviceError::UnknownBackend {
         name: name.to_string(),
         hint: format!(
             "{why}; this build has: {}, auto",
@@ -74,17 +74,17 @@ pub fn open_device(name: &str) -> Result<Device> {
             .split_once(':')
             .and_then(|(_, i)| i.parse().ok())
             .unwrap_or(0);
-        cuda_driver(index).map_err(|reason| ModelError::Device {
+        cuda_driver(index).map_err(|reason| DeviceError::Device {
             backend: name.into(),
             reason,
         })?;
         if cuda_compiler() == Some("nvrtc") {
-            nvrtc_ready().map_err(|reason| ModelError::Device {
+            nvrtc_ready().map_err(|reason| DeviceError::Device {
                 backend: name.into(),
                 reason,
             })?;
         } else {
-            find_libdevice().map_err(|looked| ModelError::Device {
+            find_libdevice().map_err(|looked| DeviceError::Device {
                 backend: name.into(),
                 reason: format!(
                     "libdevice.10.bc not found (looked in {looked}): set CUDA_PATH to a directory \
@@ -97,11 +97,11 @@ pub fn open_device(name: &str) -> Result<Device> {
     let ran = quietly(|| Tensor::<1>::ones([4], &device).sum().into_scalar::<f32>());
     match ran {
         Ok(4.0) => Ok(device),
-        Ok(v) => Err(ModelError::Device {
+        Ok(v) => Err(DeviceError::Device {
             backend: name.into(),
             reason: format!("the sum of four ones came out as {v}"),
         }),
-        Err(panic) => Err(ModelError::Device {
+        Err(panic) => Err(DeviceError::Device {
             backend: name.into(),
             reason: explain_panic(&kind, &panic_text(panic.as_ref())),
         }),

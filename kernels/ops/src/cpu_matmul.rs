@@ -12,7 +12,7 @@
 //! How it is wired:
 //! - On the CPU device (flex, with or without autodiff) with f32 weights and an AVX2 + FMA +
 //!   F16C CPU ([`keeps_blocks`]), the loader keeps each quantized projection's blocks beside its
-//!   f32 weight ([`crate::linear::Linear::quantized`], [`crate::llama::Llama::embed_quantized`]
+//!   f32 weight (engram-model's `Linear::quantized`, `Llama::embed_quantized`
 //!   for a tied head): +16 % memory for SmolLM2's Q4_1 file.
 //! - [`matmul_nt_quantized`] and [`matmul_nt`] run the kernel when the input is a
 //!   plain (not autodiff) host f32 tensor with at most [`MAX_ROWS`] rows; otherwise they return
@@ -31,7 +31,7 @@ use burn::tensor::{DType, Device, Tensor};
 use engram_kernels::QuantizedMatrix;
 use serde::{Deserialize, Serialize};
 
-use crate::cpu_ops::{host, host_f32, tensor, values};
+use crate::cpu::{host, host_f32, tensor, values};
 
 /// Rows (batch × new tokens) up to which products run on the kernel. Measured with cold weights
 /// on SmolLM2's shapes (2 cores), the f32 kernel against the `gemm` crate on the same `[out, in]`
@@ -96,7 +96,7 @@ pub fn quantized_product() -> QuantizedProduct {
 }
 
 /// A [`QuantizedProduct`] for the calling thread while it lives; the previous one comes back
-/// when it drops ([`crate::generate`] holds one for each generation).
+/// when it drops (engram-model's `generate` holds one for each generation).
 #[must_use = "the setting ends when the scope drops"]
 pub struct ProductScope {
     previous: QuantizedProduct,

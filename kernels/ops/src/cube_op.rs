@@ -1,5 +1,5 @@
 //! A hand-written CubeCL kernel as one operation of Burn's fusion stream, for the GPU backends'
-//! own kernels ([`crate::rope_kernel`], engram-lora's `flat_gather`).
+//! own kernels ([`crate::rope::cube`], engram-lora's `flat_gather`).
 //!
 //! `#[backend_extension]` generates this registration for single-tensor inputs; this is the
 //! same registration by hand, for any number of inputs: the op is opaque to fusion and runs in

@@ -1,7 +1,7 @@
 //! RMSNorm as one operation with a hand-derived backward (a Burn backend extension).
 //!
 //! Differentiated op by op, as Burn's autodiff does for the composed forward in
-//! [`crate::norm::rms_norm_ops`]'s order, RMSNorm's backward is about twenty small operations
+//! engram-model's `rms_norm_ops` order, RMSNorm's backward is about twenty small operations
 //! (a `ones` tensor and a size-1 reduction for `mean_dim`, `sqrt` and `recip` gradients, the
 //! broadcast products' reductions, …), which Burn's fusion mostly ran one kernel each on GPU
 //! backends. Here the whole norm is one autodiff node whose backward is the closed form
@@ -14,6 +14,8 @@
 //! (tests). transformers' `LlamaRMSNorm` computes the statistics in f32 and casts the normalized
 //! value back to the input dtype before the weight: so does this op, and its backward forms `g`
 //! in the input dtype, as autograd does through that cast, and the rest in f32.
+
+pub mod cpu;
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -135,6 +137,17 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, w: Tensor<1>, eps: f64) -> Tensor<
     ))
 }
 
+/// RMSNorm composed of Burn tensor ops, which autodiff differentiates op by op: the reference
+/// [`rms_norm`] is tested against.
+#[cfg(test)]
+pub(crate) fn rms_norm_composed<const D: usize>(x: Tensor<D>, w: Tensor<1>, eps: f64) -> Tensor<D> {
+    let dtype = x.dtype();
+    let x32 = x.cast(burn::tensor::DType::F32);
+    let var = x32.clone().square().mean_dim(D - 1);
+    let normed = (x32 * (var + eps).sqrt().recip()).cast(dtype);
+    normed * w.cast(dtype).unsqueeze()
+}
+
 #[cfg(test)]
 mod tests {
     use burn::tensor::{DType, Device, Distribution, Tensor};
@@ -142,7 +155,7 @@ mod tests {
     use crate::testing::{f32_values, max_rel_diff};
 
     use super::rms_norm;
-    use crate::norm::rms_norm_composed;
+    use super::rms_norm_composed;
 
     /// The op's output and its gradients (x and a tracked weight) against autodiff through the
     /// composed ops, for inputs in `dtype`.

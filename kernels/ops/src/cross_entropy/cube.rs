@@ -2,15 +2,15 @@
 //! kernel on the GPU backends: `dlogits = (g / N) · (exp(log p) − onehot(t))` in one pass,
 //! where the Burn ops take an element-wise kernel, a fill of the targets' column and a scatter.
 //! f32 `log p` only (it always is: the op computes in f32). Registered with Burn's fusion stream
-//! as one opaque operation (`engram_model::cube_op`).
+//! as one opaque operation (`crate::cube_op`).
 
+use crate::cube_op::index_type;
 use burn::backend::Cube;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::DType;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::ir::ElemType;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
-use engram_model::cube_op::index_type;
 
 /// For `pos < len` (row `r`, column `c` of `[n, vocab]`): `out[pos] = s · exp(logp[r, c])`,
 /// minus `s` where `c` is row `r`'s target, with `s = g[0] / normalizer` — the terms of the
@@ -65,7 +65,7 @@ pub(crate) fn backward(
     debug_assert!(supported(&logp, &targets, &g));
     let shape = logp.shape.clone();
     let normalizer = normalizer as f32;
-    engram_model::cube_op::register(
+    crate::cube_op::register(
         "engram_label_nll_backward",
         vec![logp, targets, g],
         shape,
@@ -73,7 +73,7 @@ pub(crate) fn backward(
         move |inputs| {
             let [logp, targets, g]: [CubeTensor; 3] = inputs.try_into().expect("three inputs");
             let client = logp.client.clone();
-            let out = engram_model::cube_op::empty_like(&logp);
+            let out = crate::cube_op::empty_like(&logp);
             let len = logp.meta.shape().num_elements();
             let cube_dim = CubeDim::new(&client, len);
             let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);

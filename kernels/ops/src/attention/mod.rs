@@ -2,7 +2,7 @@
 //! Burn backend extension).
 //!
 //! Differentiated op by op, as Burn's autodiff does for the eager path of
-//! [`crate::attention::Attention::forward`] (scores, scale, cast, mask, softmax composed of max,
+//! engram-model's `Attention::forward` (scores, scale, cast, mask, softmax composed of max,
 //! shift, exp, sum and division, cast, product with the values), the backward of the part
 //! between the two matmuls is some ten small operations — softmax's division and its broadcast
 //! sum's reduction, `exp`'s product, the mask's fill, scalar products — which Burn's fusion ran
@@ -28,9 +28,10 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::{BoolTensor, FloatTensor};
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
+use burn::tensor::activation::softmax;
 use burn::tensor::{Bool, DType, Shape, Tensor};
 
-use crate::rope_op::RotaryOp;
+use crate::rope::RotaryOp;
 
 /// Query/key/value layout: `q: [b, kv, groups · t, d]`, `k`, `v: [b, kv, s, d]`, mask
 /// `[b, 1, t, s]`; `heads = kv · groups`.
@@ -561,6 +562,35 @@ pub fn attention_rope_joined(
     )
 }
 
+/// Eager grouped attention in Burn ops, differentiated op by op: `q: [b, kv, groups · t, d]`,
+/// `k`, `v: [b, kv, s, d]`, `mask: [b, 1, t, s]` (true = masked), `heads = kv · groups`;
+/// returns `[b, kv, groups · t, d]`. Scores and softmax in f32, probabilities cast back to the
+/// input dtype, as transformers' eager path. With a mask, [`attention_core`] runs these ops as
+/// one autodiff node.
+pub fn attention_eager(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    mask: Option<Tensor<4, Bool>>,
+    heads: usize,
+    scale: f64,
+) -> Tensor<4> {
+    let [b, kv, gt, _] = q.dims();
+    let (t, s) = (gt * kv / heads, k.dims()[2]);
+    let dtype = q.dtype();
+    let scores = q
+        .matmul(k.swap_dims(2, 3))
+        .mul_scalar(scale)
+        .cast(DType::F32)
+        .reshape([b, heads, t, s]);
+    let scores = match mask {
+        Some(m) => scores.mask_fill(m, f32::MIN),
+        None => scores,
+    };
+    let probs = softmax(scores, 3).cast(dtype).reshape([b, kv, gt, s]);
+    probs.matmul(v)
+}
+
 #[cfg(test)]
 mod tests {
     use burn::tensor::{Bool, DType, Device, Distribution, Tensor, s};
@@ -568,9 +598,9 @@ mod tests {
     use crate::testing::{f32_values, max_rel_diff};
 
     use super::attention_core;
-    use crate::attention::attention_eager;
+    use super::attention_eager;
     use crate::mask::segment_mask;
-    use crate::rope::rotary_composed;
+    use crate::rope::{rotary_composed, test_tables};
 
     /// A packed batch's mask: row 0 holds sequences of 3 and 2 slots, row 1 one of 4 and a
     /// padding slot.
@@ -660,7 +690,7 @@ mod tests {
     ) -> Vec<(String, u64)> {
         let (b, t, kv, groups, d) = (2, 5, 2, 2, 8);
         let h = kv * groups;
-        let (cos, sin) = crate::rope::test_tables(&[0, 3], t, d, device);
+        let (cos, sin) = test_tables(&[0, 3], t, d, device);
         let normal = Distribution::Normal(0.0, 1.5);
         let base0 = Tensor::<4>::random([b, t, h + 2 * kv, d], normal, device);
         let q0 = Tensor::<4>::random([b, t, h, d], normal, device);

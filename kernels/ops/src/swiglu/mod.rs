@@ -15,6 +15,11 @@
 //! the composed forward is a slice-and-add kernel per half (a slice does not fuse) and an
 //! element-wise one; its `σ` is `1 / (1 + e^−x)`, a rounding apart from Burn's.
 
+pub mod cpu;
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod cube;
+
 use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -124,7 +129,7 @@ pub trait SwigluOp: Backend {
 
 impl SwigluOp for burn::backend::Flex {}
 
-/// On the CubeCL backends each direction is one kernel ([`crate::swiglu_kernel`]) where it
+/// On the CubeCL backends each direction is one kernel ([`crate::swiglu::cube`]) where it
 /// takes the inputs, else the Burn ops.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl SwigluOp for burn::backend::Cube {
@@ -134,8 +139,8 @@ impl SwigluOp for burn::backend::Cube {
         u: FloatTensor<Self>,
         scale: f64,
     ) -> FloatTensor<Self> {
-        if crate::swiglu_kernel::supported(&base, &g, &u, &g) {
-            return crate::swiglu_kernel::forward(base, g, u, scale);
+        if crate::swiglu::cube::supported(&base, &g, &u, &g) {
+            return crate::swiglu::cube::forward(base, g, u, scale);
         }
         forward_composed::<Self>(base, g, u, scale)
     }
@@ -147,8 +152,8 @@ impl SwigluOp for burn::backend::Cube {
         dh: FloatTensor<Self>,
         scale: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        if crate::swiglu_kernel::supported(&base, &g, &u, &dh) {
-            crate::swiglu_kernel::backward(base, g, u, dh, scale)
+        if crate::swiglu::cube::supported(&base, &g, &u, &dh) {
+            crate::swiglu::cube::backward(base, g, u, dh, scale)
         } else {
             backward_composed::<Self>(base, g, u, dh, scale)
         }

@@ -8,14 +8,14 @@ use burn::tensor::Device;
 /// Values built per (device, length) and kept, at most `capacity` of them (the oldest goes
 /// first).
 #[derive(Debug)]
-pub(crate) struct LengthCache<T> {
+pub struct LengthCache<T> {
     entries: Mutex<Vec<(Device, usize, T)>>,
     capacity: usize,
 }
 
 impl<T: Clone> LengthCache<T> {
     /// An empty cache keeping at most `capacity` values.
-    pub(crate) const fn new(capacity: usize) -> Self {
+    pub const fn new(capacity: usize) -> Self {
         Self {
             entries: Mutex::new(Vec::new()),
             capacity,
@@ -26,7 +26,7 @@ impl<T: Clone> LengthCache<T> {
     /// twin keep separate values: `Device`'s `==` compares the devices underneath (an autodiff
     /// CPU device equals the plain one), and a tensor of one mixed into the other's operations
     /// (an inference copy of a model being trained shares its caches) computes garbage.
-    pub(crate) fn get_or_build(&self, device: &Device, len: usize, build: impl FnOnce() -> T) -> T {
+    pub fn get_or_build(&self, device: &Device, len: usize, build: impl FnOnce() -> T) -> T {
         let mut entries = self.entries.lock().expect("length cache");
         let same = |d: &Device| d == device && d.is_autodiff() == device.is_autodiff();
         if let Some((_, _, v)) = entries.iter().find(|(d, n, _)| *n == len && same(d)) {
@@ -41,9 +41,13 @@ impl<T: Clone> LengthCache<T> {
     }
 
     /// Values kept.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.entries.lock().expect("length cache").len()
+    }
+
+    /// Whether nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
