@@ -6,8 +6,8 @@
 //! The f32 operations and their order are llama.cpp's (`make_qkx2_quants`, `make_qx_quants`),
 //! so the bytes are too.
 
+use crate::fields::{put_f16, through_f16};
 use crate::kquants::{SUPER_BLOCK_ELEMS, scale_min_bits};
-use crate::quantize::{put_f16, through_f16};
 
 /// Rounds to the nearest integer, ties to even, as GGML's `nearest_int` does (valid for
 /// |v| < 2²²; the quantizers stay far inside that).

@@ -7,9 +7,8 @@
 //!
 //! The 32-weight formats are here; the K-quants' scale searches are in [`crate::kquantize`].
 
-use half::f16;
-
 use crate::blocks::BlockFormat;
+use crate::fields::put_f16;
 use crate::kquantize;
 
 /// `values` quantized into `format` as llama.cpp's reference quantizer writes them: whole blocks
@@ -42,16 +41,6 @@ pub fn quantize(format: BlockFormat, values: &[f32]) -> Vec<u8> {
         }
     }
     out
-}
-
-/// `v` as the little-endian f16 GGML stores (round to nearest even, as `GGML_FP32_TO_FP16`).
-pub(crate) fn put_f16(out: &mut [u8], v: f32) {
-    out[..2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());
-}
-
-/// `v` rounded to f16 and back: the scale a reader will see.
-pub(crate) fn through_f16(v: f32) -> f32 {
-    f16::from_f32(v).to_f32()
 }
 
 /// Q8_0: `d = max|x| / 127`, `q = round(x / d)` (half away from zero, as `roundf`).

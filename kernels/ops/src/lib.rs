@@ -15,6 +15,9 @@
 //! The numerics are transformers' (each op's docs say in which order it computes); the model
 //! that uses them is engram-model's.
 
+#[macro_use]
+mod seam;
+
 pub mod attention;
 pub mod cpu;
 pub mod cpu_matmul;

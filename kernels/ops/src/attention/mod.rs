@@ -477,89 +477,56 @@ impl<B: AttentionCoreOp, C: CheckpointStrategy> AttentionCoreOp for Autodiff<B, 
     }
 }
 
-/// [`AttentionCoreOp::attention_core`] on tensors, in one autodiff node: `q`
-/// `[b, kv, groups · t, d]`, `k`, `v` `[b, kv, s, d]`, `mask` `[b, 1, t, s]` (true = masked),
-/// `heads = kv · groups`; returns `[b, kv, groups · t, d]`.
-pub fn attention_core(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    mask: Tensor<4, Bool>,
-    heads: usize,
-    scale: f64,
-) -> Tensor<4> {
-    Tensor::from_dispatch(
-        <burn::backend::Dispatch as AttentionCoreOp>::attention_core(
-            q.into_dispatch(),
-            k.into_dispatch(),
-            v.into_dispatch(),
-            mask.into_dispatch(),
-            heads,
-            scale,
-        ),
-    )
+on_dispatch! {
+    /// [`AttentionCoreOp::attention_core`] on tensors, in one autodiff node: `q`
+    /// `[b, kv, groups · t, d]`, `k`, `v` `[b, kv, s, d]`, `mask` `[b, 1, t, s]` (true = masked),
+    /// `heads = kv · groups`; returns `[b, kv, groups · t, d]`.
+    pub fn attention_core(
+        q: Tensor<4>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+        mask: Tensor<4, Bool>,
+        heads: usize,
+        scale: f64,
+    ) -> Tensor<4> => AttentionCoreOp::attention_core;
 }
 
-/// [`AttentionCoreOp::attention_rope`] on tensors, in one autodiff node: `q` `[b, t, heads,
-/// d]`, `k`, `v` `[b, t, kv, d]` (the projections' layout), RoPE tables `cos`/`sin` `[b or 1,
-/// t, 1, d]` (no gradient), `mask` `[b, 1, t, t]` (true = masked); returns `[b, kv, groups · t,
-/// d]`.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_rope(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    cos: &Tensor<4>,
-    sin: &Tensor<4>,
-    mask: Tensor<4, Bool>,
-    heads: usize,
-    scale: f64,
-) -> Tensor<4> {
-    Tensor::from_dispatch(
-        <burn::backend::Dispatch as AttentionCoreOp>::attention_rope(
-            q.into_dispatch(),
-            k.into_dispatch(),
-            v.into_dispatch(),
-            cos.clone().into_dispatch(),
-            sin.clone().into_dispatch(),
-            mask.into_dispatch(),
-            heads,
-            scale,
-        ),
-    )
+on_dispatch! {
+    /// [`AttentionCoreOp::attention_rope`] on tensors, in one autodiff node: `q` `[b, t, heads,
+    /// d]`, `k`, `v` `[b, t, kv, d]` (the projections' layout), RoPE tables `cos`/`sin` `[b or 1,
+    /// t, 1, d]` (no gradient), `mask` `[b, 1, t, t]` (true = masked); returns `[b, kv, groups · t,
+    /// d]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_rope(
+        q: Tensor<4>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+        mask: Tensor<4, Bool>,
+        heads: usize,
+        scale: f64,
+    ) -> Tensor<4> => AttentionCoreOp::attention_rope;
 }
 
-/// [`AttentionCoreOp::attention_rope_joined`] on tensors, in one autodiff node: `base`
-/// `[b, t, heads + 2 · kv, d]` (q, k and v's product side by side), `q` `[b, t, heads, d]`,
-/// `k`, `v` `[b, t, kv, d]` (the adapters' products) added to its parts times `delta_scale`;
-/// otherwise as [`attention_rope`].
-#[allow(clippy::too_many_arguments)]
-pub fn attention_rope_joined(
-    base: Tensor<4>,
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    cos: &Tensor<4>,
-    sin: &Tensor<4>,
-    mask: Tensor<4, Bool>,
-    heads: usize,
-    scale: f64,
-    delta_scale: f64,
-) -> Tensor<4> {
-    Tensor::from_dispatch(
-        <burn::backend::Dispatch as AttentionCoreOp>::attention_rope_joined(
-            base.into_dispatch(),
-            q.into_dispatch(),
-            k.into_dispatch(),
-            v.into_dispatch(),
-            cos.clone().into_dispatch(),
-            sin.clone().into_dispatch(),
-            mask.into_dispatch(),
-            heads,
-            scale,
-            delta_scale,
-        ),
-    )
+on_dispatch! {
+    /// [`AttentionCoreOp::attention_rope_joined`] on tensors, in one autodiff node: `base`
+    /// `[b, t, heads + 2 · kv, d]` (q, k and v's product side by side), `q` `[b, t, heads, d]`,
+    /// `k`, `v` `[b, t, kv, d]` (the adapters' products) added to its parts times `delta_scale`;
+    /// otherwise as [`attention_rope`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_rope_joined(
+        base: Tensor<4>,
+        q: Tensor<4>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+        mask: Tensor<4, Bool>,
+        heads: usize,
+        scale: f64,
+        delta_scale: f64,
+    ) -> Tensor<4> => AttentionCoreOp::attention_rope_joined;
 }
 
 /// Eager grouped attention in Burn ops, differentiated op by op: `q: [b, kv, groups · t, d]`,

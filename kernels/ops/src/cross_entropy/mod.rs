@@ -186,15 +186,15 @@ impl<B: Backend + LabelNllOp, C: CheckpointStrategy> LabelNllOp for Autodiff<B, 
     }
 }
 
-/// [`LabelNllOp::label_nll`] on tensors: `−Σᵢ log_softmax(logits)[i, targets[i]] / normalizer`
-/// for `logits` `[n, vocab]` and `targets` `[n, 1]`, a 1-element f32 tensor, in one autodiff
-/// node.
-pub fn label_nll(logits: Tensor<2>, targets: Tensor<2, Int>, normalizer: f64) -> Tensor<1> {
-    Tensor::from_dispatch(<burn::backend::Dispatch as LabelNllOp>::label_nll(
-        logits.into_dispatch(),
-        targets.into_dispatch(),
-        normalizer,
-    ))
+on_dispatch! {
+    /// [`LabelNllOp::label_nll`] on tensors: `−Σᵢ log_softmax(logits)[i, targets[i]] / normalizer`
+    /// for `logits` `[n, vocab]` and `targets` `[n, 1]`, a 1-element f32 tensor, in one autodiff
+    /// node.
+    pub fn label_nll(
+        logits: Tensor<2>,
+        targets: Tensor<2, Int>,
+        normalizer: f64,
+    ) -> Tensor<1> => LabelNllOp::label_nll;
 }
 
 /// The loss composed of Burn tensor ops, which autodiff differentiates op by op: the reference

@@ -127,14 +127,14 @@ impl<B: Backend, C: CheckpointStrategy> RmsNormOp for Autodiff<B, C> {
     }
 }
 
-/// [`RmsNormOp::rms_norm`] on tensors: RMSNorm over the last dimension of `x` with weight `w`
-/// (`[hidden]`), in one autodiff node.
-pub fn rms_norm<const D: usize>(x: Tensor<D>, w: Tensor<1>, eps: f64) -> Tensor<D> {
-    Tensor::from_dispatch(<burn::backend::Dispatch as RmsNormOp>::rms_norm(
-        x.into_dispatch(),
-        w.into_dispatch(),
-        eps,
-    ))
+on_dispatch! {
+    /// [`RmsNormOp::rms_norm`] on tensors: RMSNorm over the last dimension of `x` with weight `w`
+    /// (`[hidden]`), in one autodiff node.
+    pub fn rms_norm<const D: usize>(
+        x: Tensor<D>,
+        w: Tensor<1>,
+        eps: f64,
+    ) -> Tensor<D> => RmsNormOp::rms_norm;
 }
 
 /// RMSNorm composed of Burn tensor ops, which autodiff differentiates op by op: the reference

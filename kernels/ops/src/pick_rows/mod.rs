@@ -122,14 +122,14 @@ pub fn inverse_rows(at: &[i64], rows: usize) -> Vec<i64> {
     inverse
 }
 
-/// [`PickRowsOp::pick_rows`] on tensors, in one autodiff node: rows `at` of `x`, each picked at
-/// most once; `inverse` is [`inverse_rows`] of `at` on the device.
-pub fn pick_rows(x: Tensor<2>, at: Tensor<1, Int>, inverse: Tensor<1, Int>) -> Tensor<2> {
-    Tensor::from_dispatch(<burn::backend::Dispatch as PickRowsOp>::pick_rows(
-        x.into_dispatch(),
-        at.into_dispatch(),
-        inverse.into_dispatch(),
-    ))
+on_dispatch! {
+    /// [`PickRowsOp::pick_rows`] on tensors, in one autodiff node: rows `at` of `x`, each picked at
+    /// most once; `inverse` is [`inverse_rows`] of `at` on the device.
+    pub fn pick_rows(
+        x: Tensor<2>,
+        at: Tensor<1, Int>,
+        inverse: Tensor<1, Int>,
+    ) -> Tensor<2> => PickRowsOp::pick_rows;
 }
 
 #[cfg(test)]

@@ -481,23 +481,19 @@ impl<B: Backend + RotaryOp, C: CheckpointStrategy> RotaryOp for Autodiff<B, C> {
     }
 }
 
-/// [`RotaryOp::rotary`] on tensors, in one autodiff node (the tables get no gradient).
-pub fn rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    Tensor::from_dispatch(<burn::backend::Dispatch as RotaryOp>::rotary(
-        x.into_dispatch(),
-        cos.clone().into_dispatch(),
-        sin.clone().into_dispatch(),
-    ))
+on_dispatch! {
+    /// [`RotaryOp::rotary`] on tensors, in one autodiff node (the tables get no gradient).
+    pub fn rotary(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> => RotaryOp::rotary;
 }
 
-/// [`RotaryOp::rotary_heads_first`] on tensors: `x` `[batch, seq, heads, head_dim]` in,
-/// `[batch, heads, seq, head_dim]` out, in one autodiff node (the tables get no gradient).
-pub fn rotary_heads_first(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    Tensor::from_dispatch(<burn::backend::Dispatch as RotaryOp>::rotary_heads_first(
-        x.into_dispatch(),
-        cos.clone().into_dispatch(),
-        sin.clone().into_dispatch(),
-    ))
+on_dispatch! {
+    /// [`RotaryOp::rotary_heads_first`] on tensors: `x` `[batch, seq, heads, head_dim]` in,
+    /// `[batch, heads, seq, head_dim]` out, in one autodiff node (the tables get no gradient).
+    pub fn rotary_heads_first(
+        x: Tensor<4>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+    ) -> Tensor<4> => RotaryOp::rotary_heads_first;
 }
 
 /// Signed-form tables for tests: `[rows.len(), t, 1, d]`, row `i` for positions `rows[i]..
