@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use engram_checkpoint::{Checkpoint, TokenizerFiles};
 use engram_facts::read_facts;
+use engram_lora::BatchLayout;
 use engram_lora::TrainConfig;
-use engram_lora::config::BatchLayout;
-use engram_lora::pack::{LayoutFigures, epoch_layout};
+use engram_lora::{LayoutFigures, epoch_layout};
 use engram_tokenizer::ChatTokenizer;
 
 use crate::Out;

@@ -6,10 +6,10 @@
 //! than a step's count without them.
 
 use burn::tensor::Device;
+use engram_lora::AdamW;
 use engram_lora::TrainConfig;
-use engram_lora::adamw::AdamW;
-use engram_lora::examples::TrainExample;
-use engram_lora::step::{StepObserver, StepPhase, observed_gradients, update};
+use engram_lora::TrainExample;
+use engram_lora::{StepObserver, StepPhase, observed_gradients, update};
 use engram_model::{LaunchCounter, Llama};
 
 /// The kernels one phase of a step launched.

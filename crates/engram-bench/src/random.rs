@@ -25,9 +25,9 @@ use anyhow::{Context, Result, bail};
 use burn::tensor::Device;
 use engram_experiments::estimate::{human_bytes, lora_parameters, lora_training_bytes};
 use engram_lora::TrainConfig;
-use engram_lora::examples::TrainExample;
-use engram_lora::losses::{LossLog, NonFinite, host_reads};
-use engram_lora::step::{gradients, optimizer};
+use engram_lora::TrainExample;
+use engram_lora::{LossLog, NonFinite, host_reads};
+use engram_lora::{gradients, optimizer};
 use engram_model::kernel_cache;
 use engram_model::{
     GenerationConfig, LaunchCounter, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling,

@@ -21,10 +21,10 @@ use anyhow::{Context, Result, bail};
 use burn::tensor::Device;
 use engram_checkpoint::{Checkpoint, ReferenceFile};
 use engram_facts::read_facts;
-use engram_lora::probe::{
+use engram_lora::{PeftAdapter, TrainExample, build_examples};
+use engram_lora::{
     ProbeDistance, gradient_probe, host_adapter, probe_distance, update_distance, update_probe,
 };
-use engram_lora::{PeftAdapter, TrainExample, build_examples};
 use engram_model::{
     GenerationConfig, Llama, LoraConfig, Sampling, WeightDType, device_label, generate, open_device,
 };
@@ -177,7 +177,7 @@ fn training_inputs(
 /// One LoRA step on `device` against the CPU backend: how far apart they are, and the CPU's
 /// loss.
 fn lora_step_check(fixtures: &Path, device: &Device) -> Result<(ProbeDistance, f64)> {
-    let run = |device: &Device| -> Result<engram_lora::probe::StepProbe> {
+    let run = |device: &Device| -> Result<engram_lora::StepProbe> {
         let (model, adapter, examples, pad) = training_inputs(fixtures, device)?;
         Ok(gradient_probe(model, &adapter, &examples, pad)?)
     };

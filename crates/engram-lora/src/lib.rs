@@ -2,44 +2,65 @@
 //!
 //! Start here: a [`Trainer`] takes a model, a [`engram_model::LoraConfig`] and a
 //! [`TrainConfig`] (whose `Default` is the one home of the training defaults, EnronQA §6's) and
-//! trains adapters on facts — [`examples`] turns facts into chat-formatted examples, [`batches`]
-//! orders them, [`pack`] packs a batch into fixed-length rows (`layout = "packed"`), [`step`]
-//! computes one optimizer step without reading the device, [`flat`] lays the adapters' gradients,
-//! values and moments end to end, [`adamw`] applies the step (one fused pass per bucket),
-//! [`losses`] reads the step losses back once per logging interval, [`checkpoint`] saves every
-//! epoch so that `--resume` ends on the same adapter. [`peft`] writes and reads PEFT's adapter layout;
-//! [`merge`] folds an adapter into its base as an HF checkpoint. Answering with the trained
-//! model is [`engram_model::answer`]'s job.
+//! trains adapters on facts — [`build_examples`] turns facts into chat-formatted examples, the
+//! batches are length-grouped (or packed into fixed-length rows: [`epoch_layout`] shows both),
+//! [`gradients`] computes one optimizer step without reading the device (its phases visible to a
+//! [`StepObserver`]), [`FlatLayout`] lays the adapters' gradients, values and moments end to end,
+//! [`AdamW`] applies the step (one fused pass per bucket), [`LossLog`] reads the step losses back
+//! once per logging interval, and every epoch is checkpointed so that `--resume` ends on the same
+//! adapter. [`save_adapter`] / [`load_adapter`] write and read PEFT's adapter layout;
+//! [`merge_to_hf`] and [`merge_to_gguf`] fold an adapter into its base; [`write_gguf_adapter`]
+//! writes llama.cpp's adapter file. Answering with the trained model is
+//! [`engram_model::answer`]'s job.
+//!
+//! The modules are private: what callers need is re-exported here.
 
-pub mod adamw;
-pub mod batches;
-pub mod checkpoint;
-pub mod config;
-pub mod epoch_eval;
-pub mod error;
-pub mod examples;
-pub mod flat;
-pub mod gguf_adapter;
-pub mod gguf_merge;
-pub mod loss;
-pub mod losses;
-pub mod merge;
-pub mod optimizer_state;
-pub mod pack;
-pub mod peft;
-pub mod probe;
-pub mod record;
-pub mod schedule;
-pub mod step;
-pub mod trainer;
+mod adamw;
+mod batches;
+mod checkpoint;
+mod config;
+mod epoch_eval;
+mod error;
+mod examples;
+mod flat;
+mod gguf_adapter;
+mod gguf_merge;
+mod loss;
+mod losses;
+mod merge;
+mod optimizer_state;
+mod pack;
+mod peft;
+mod probe;
+mod record;
+mod schedule;
+mod step;
+mod trainer;
 
+pub use adamw::{AdamW, AdamWSettings, ClippedGradients};
 pub use config::{AdapterCompute, BatchLayout, DEFAULT_EVAL_SAMPLE, TrainConfig};
 pub use epoch_eval::EpochEval;
 pub use error::{LoraError, Result};
 pub use examples::{TrainExample, build_examples};
+pub use flat::{ALIGN, AdapterGrads, FlatLayout};
 pub use gguf_adapter::{GgufAdapterSummary, GgufAdapterType, write_gguf_adapter};
 pub use gguf_merge::{MergedGguf, merge_to_gguf};
+pub use loss::{Batch, batch_loss};
+pub use losses::{LossLog, NonFinite, StepLoss, host_reads};
 pub use merge::merge_to_hf;
-pub use peft::{PeftAdapter, load_adapter, save_adapter};
+pub use optimizer_state::{
+    LEGACY_OPTIMIZER_STATE, OPTIMIZER_STATE, load as load_optimizer_state,
+    save as save_optimizer_state,
+};
+pub use pack::{LayoutFigures, epoch_layout};
+pub use peft::{ADAPTER_CONFIG, ADAPTER_WEIGHTS, PeftAdapter, load_adapter, save_adapter};
+pub use probe::{
+    ProbeDistance, StepProbe, gradient_probe, host_adapter, probe_distance, update_distance,
+    update_probe,
+};
 pub use record::{EpochRecord, TRAIN_RECORD, TrainRecord};
+pub use step::{
+    StepGradients, StepObserver, StepPhase, Unobserved, clip_factor, gradients, observed_gradients,
+    optimizer, optimizer_settings, update,
+};
 pub use trainer::{TrainOutcome, Trainer};

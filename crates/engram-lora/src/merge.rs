@@ -16,8 +16,6 @@ use engram_checkpoint::{Checkpoint, HostTensor, encode_f32};
 use crate::error::{LoraError, Result};
 use crate::peft::{PeftAdapter, PeftFactors};
 
-pub use engram_checkpoint::DEFAULT_SHARD_BYTES;
-
 /// `s · B[out, r] · A[r, in]` of `f`, computed on `device` in f32: row-major `[out, in]`.
 pub(crate) fn delta(f: &PeftFactors, scaling: f64, device: &Device) -> Vec<f32> {
     let host = |v: &[f32], shape: [usize; 2]| {

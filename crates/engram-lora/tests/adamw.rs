@@ -10,11 +10,13 @@ use std::path::Path;
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use engram_checkpoint::Checkpoint;
-use engram_lora::adamw::{AdamW, ClippedGradients};
-use engram_lora::flat::{ALIGN, AdapterGrads, FlatLayout};
-use engram_lora::optimizer_state::{self, LEGACY_OPTIMIZER_STATE, OPTIMIZER_STATE};
-use engram_lora::step::{clip_factor, gradients, optimizer, optimizer_settings};
+use engram_lora::{ALIGN, AdapterGrads, FlatLayout};
+use engram_lora::{AdamW, ClippedGradients};
+use engram_lora::{
+    LEGACY_OPTIMIZER_STATE, OPTIMIZER_STATE, load_optimizer_state, save_optimizer_state,
+};
 use engram_lora::{TrainConfig, TrainExample, build_examples};
+use engram_lora::{clip_factor, gradients, optimizer, optimizer_settings};
 use engram_model::{LaunchCounter, Llama, WeightDType};
 use engram_testkit::{facts, random_adapters, random_model, train_lock};
 use rand::rngs::StdRng;
@@ -232,7 +234,7 @@ fn follows_burns_adamw_on_wgpu_in_fewer_launches() {
         launches.1 = counter.launched();
     }
     let tensors = 2 * ours.adapters().len() as u64;
-    let buckets = engram_lora::flat::FlatLayout::of(&ours).buckets.len() as u64;
+    let buckets = engram_lora::FlatLayout::of(&ours).buckets.len() as u64;
     eprintln!(
         "one clipped optimizer step over {tensors} factors in {buckets} bucket(s): engram's AdamW {} launches, clip scaling + Burn's AdamW {}",
         launches.0, launches.1
@@ -259,7 +261,7 @@ fn resumes_from_burns_record_as_burns_optimizer_would_continue() {
     }
     let ckpt = tempfile::tempdir().unwrap();
     burn.save(ckpt.path().join(LEGACY_OPTIMIZER_STATE)).unwrap();
-    let mut adamw = optimizer_state::load(ckpt.path(), &theirs, optimizer_settings(&cfg)).unwrap();
+    let mut adamw = load_optimizer_state(ckpt.path(), &theirs, optimizer_settings(&cfg)).unwrap();
     assert_eq!(adamw.steps(), 3, "the step count comes from Burn's record");
     let ours = ours_for(&mut adamw, theirs.clone(), &examples, 3..5);
     for step in 3..5 {
@@ -287,8 +289,8 @@ fn its_state_file_reads_back_exactly_and_a_mismatch_is_named() {
     let model = ours_for(&mut adamw, model, &examples, 0..2);
     let ckpt = tempfile::tempdir().unwrap();
     let path = ckpt.path().join(OPTIMIZER_STATE);
-    optimizer_state::save(&adamw, &model, &path).unwrap();
-    let back = optimizer_state::load(ckpt.path(), &model, optimizer_settings(&cfg)).unwrap();
+    save_optimizer_state(&adamw, &model, &path).unwrap();
+    let back = load_optimizer_state(ckpt.path(), &model, optimizer_settings(&cfg)).unwrap();
     assert_eq!(back.steps(), 2);
     assert_eq!(back.len(), adamw.len());
     for id in ids(&model) {
@@ -308,7 +310,7 @@ fn its_state_file_reads_back_exactly_and_a_mismatch_is_named() {
 
     // State of another rank: named tensor and both shapes.
     let other = random_adapters(model.clone().without_lora(), 8, 11);
-    let err = optimizer_state::load(ckpt.path(), &other, optimizer_settings(&cfg))
+    let err = load_optimizer_state(ckpt.path(), &other, optimizer_settings(&cfg))
         .err()
         .unwrap()
         .to_string();
@@ -321,7 +323,7 @@ fn its_state_file_reads_back_exactly_and_a_mismatch_is_named() {
     // A truncated file.
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
-    let err = optimizer_state::load(ckpt.path(), &model, optimizer_settings(&cfg))
+    let err = load_optimizer_state(ckpt.path(), &model, optimizer_settings(&cfg))
         .err()
         .unwrap()
         .to_string();

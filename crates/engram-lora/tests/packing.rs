@@ -1,8 +1,8 @@
 //! Packed batches (`layout = "packed"`) compute what padded batches compute: the same loss and
 //! the same adapter gradients for one micro-batch, and (dropout off) the same training run.
 
-use engram_lora::config::BatchLayout;
-use engram_lora::loss::{Batch, batch_loss};
+use engram_lora::BatchLayout;
+use engram_lora::{Batch, batch_loss};
 use engram_lora::{TrainConfig, TrainExample, Trainer, build_examples};
 use engram_model::burn::optim::GradientsParams;
 use engram_model::burn::tensor::Tensor;

@@ -1,7 +1,7 @@
 //! PEFT's adapter format: adapters made by PEFT give PEFT's logits; export → import is
 //! bit-identical; an exported adapter loads in PEFT itself (when a peer Python is available).
 
-use engram_lora::peft::{ADAPTER_CONFIG, ADAPTER_WEIGHTS};
+use engram_lora::{ADAPTER_CONFIG, ADAPTER_WEIGHTS};
 use engram_lora::{PeftAdapter, load_adapter, save_adapter};
 use engram_model::{LoraConfig, LoraTarget};
 use engram_testkit::{Reference, fixtures, max_abs_diff, tiny};

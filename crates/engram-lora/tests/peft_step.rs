@@ -8,8 +8,8 @@
 
 use burn::tensor::{Device, Tensor};
 use engram_lora::TrainExample;
-use engram_lora::step::{gradients, optimizer};
 use engram_lora::{TrainConfig, load_adapter};
+use engram_lora::{gradients, optimizer};
 use engram_model::Llama;
 use engram_testkit::{Reference, fixtures, max_abs_diff, train_lock};
 

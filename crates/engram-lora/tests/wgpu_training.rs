@@ -51,7 +51,7 @@ fn run(
 fn layout(dir: &std::path::Path) -> Vec<(String, Vec<usize>, String)> {
     let st = SafetensorsCheckpoint::open_files(
         dir.to_path_buf(),
-        vec![dir.join(engram_lora::peft::ADAPTER_WEIGHTS)],
+        vec![dir.join(engram_lora::ADAPTER_WEIGHTS)],
     )
     .unwrap();
     let mut names = st.names();
@@ -97,9 +97,8 @@ fn a_memorization_run_on_wgpu_matches_the_cpu_one() {
     );
     assert!(all < 5e-2, "epoch losses differ by {all:e} (relative)");
     assert_eq!(layout(gpu_out.path()), layout(cpu_out.path()));
-    let config = |d: &std::path::Path| {
-        std::fs::read_to_string(d.join(engram_lora::peft::ADAPTER_CONFIG)).unwrap()
-    };
+    let config =
+        |d: &std::path::Path| std::fs::read_to_string(d.join(engram_lora::ADAPTER_CONFIG)).unwrap();
     assert_eq!(config(gpu_out.path()), config(cpu_out.path()));
 }
 
@@ -129,8 +128,7 @@ fn a_resumed_run_on_wgpu_ends_on_the_same_adapter() {
         },
         base_model: "random".into(),
     };
-    let bytes =
-        |d: &std::path::Path| std::fs::read(d.join(engram_lora::peft::ADAPTER_WEIGHTS)).unwrap();
+    let bytes = |d: &std::path::Path| std::fs::read(d.join(engram_lora::ADAPTER_WEIGHTS)).unwrap();
     let full = tempfile::tempdir().unwrap();
     let uninterrupted = trainer.run(model(), &facts, full.path(), false).unwrap();
     let cut = tempfile::tempdir().unwrap();
@@ -138,7 +136,7 @@ fn a_resumed_run_on_wgpu_ends_on_the_same_adapter() {
     for e in [3, 4] {
         std::fs::remove_dir_all(cut.path().join(format!("checkpoints/epoch-{e:04}"))).unwrap();
     }
-    std::fs::remove_file(cut.path().join(engram_lora::peft::ADAPTER_WEIGHTS)).unwrap();
+    std::fs::remove_file(cut.path().join(engram_lora::ADAPTER_WEIGHTS)).unwrap();
     let resumed = trainer.run(model(), &facts, cut.path(), true).unwrap();
     assert_eq!(resumed.record.resumed_after_epoch, Some(2));
     let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
