@@ -13,7 +13,7 @@
 
 use burn::tensor::{Int, Tensor, TensorData};
 use engram_model::Llama;
-use engram_model::llama::ids_tensor;
+use engram_model::ids_tensor;
 use engram_model::mask::{causal_mask, segment_mask};
 
 use crate::examples::TrainExample;

@@ -1,30 +1,34 @@
 //! engram's Llama-family decoder in Burn, with transformers-exact numerics.
 //!
 //! Start here: a [`Session`] loads a checkpoint onto a device (the backend chosen at run time,
-//! see [`device`]) with its tokenizer; [`generate`] decodes batches with a KV cache;
-//! [`answer`] turns questions into greedy answers (every method of the table ends there). The
-//! model itself: [`llama`] (embeddings, [`block`]s of [`attention`] and [`mlp`], [`norm`],
-//! [`rope`]), loaded by [`load`]. LoRA: the adapter layer in [`lora`], attached to a model by
-//! [`adapters`]. HF checkpoints are used as stored: q/k rows stay in HF's rotate-half layout
-//! and RoPE is applied in that form, so weights and LoRA factors need no permutation.
+//! see [`device`]) with its tokenizer; [`generate()`] decodes batches with a KV cache;
+//! [`answer_questions`] turns questions into greedy answers (every method of the table ends
+//! there). The model itself: [`Llama`] (embeddings, blocks of attention and a SwiGLU MLP,
+//! RMSNorm, RoPE — the custom ops under them are engram-ops'), configured by [`LlamaConfig`]
+//! (one decoder for every [`Architecture`]). LoRA: the adapter layer [`LoraAdapter`], attached
+//! to a model by [`Llama::with_lora`]. HF checkpoints are used as stored: q/k rows stay in HF's
+//! rotate-half layout and RoPE is applied in that form, so weights and LoRA factors need no
+//! permutation.
+//!
+//! The model's own modules are private: what callers need is re-exported here.
 
-pub mod adapters;
-pub mod answer;
-pub mod attention;
-pub mod block;
-pub mod config;
-pub mod error;
-pub mod generate;
-pub mod kv_cache;
-pub mod linear;
-pub mod llama;
-pub mod load;
-pub mod lora;
-pub mod mlp;
-pub mod norm;
-pub mod rope;
-pub mod sampling;
-pub mod session;
+mod adapters;
+mod answer;
+mod attention;
+mod block;
+mod config;
+mod error;
+mod generate;
+mod kv_cache;
+mod linear;
+mod llama;
+mod load;
+mod lora;
+mod mlp;
+mod norm;
+mod rope;
+mod sampling;
+mod session;
 
 pub use answer::{
     Answer, AnswerConfig, answer_prompts, answer_questions, answers_from, question_prompt,
@@ -33,6 +37,7 @@ pub use burn;
 pub use config::{Architecture, LlamaConfig, RopeScaling};
 // The devices, the kernel cache and the CPU products are engram-ops' (the operations and their
 // backends); re-exported here, where callers of the model find them.
+pub use attention::fused_attention;
 pub use engram_ops::device::{
     available_backends, backend_kind, cuda_compiler, device_from_name, device_label, device_memory,
     device_name, is_cpu, open_device,
@@ -45,8 +50,8 @@ pub use generate::{
     Generation, GenerationConfig, forced_logprobs, generate, generate_after_prefix,
 };
 pub use kv_cache::KvCache;
-pub use llama::Llama;
+pub use llama::{Llama, ids_tensor};
 pub use load::WeightDType;
 pub use lora::{LoraAdapter, LoraConfig, LoraSettings, LoraTarget};
-pub use sampling::Sampling;
+pub use sampling::{Sampling, argmax};
 pub use session::{Session, SessionSpec};

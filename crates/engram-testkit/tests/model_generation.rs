@@ -94,7 +94,7 @@ fn kv_cache_decoding_equals_full_recompute() {
     for want in cached {
         let l = logits(&model, &seq);
         let last = &l[l.len() - v..];
-        let got = engram_model::sampling::argmax(last) as u32;
+        let got = engram_model::argmax(last) as u32;
         assert_eq!(got, want);
         seq.push(got);
     }

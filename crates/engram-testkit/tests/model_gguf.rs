@@ -232,7 +232,7 @@ fn smollm2_gguf_matches_transformers() {
     assert!(d <= 5e-4, "max |Δlogit| {d:e}");
     let argmax: Vec<u32> = got
         .chunks(v)
-        .map(|r| engram_model::sampling::argmax(r) as u32)
+        .map(|r| engram_model::argmax(r) as u32)
         .collect();
     assert_eq!(argmax, reference.ids("argmax_all"));
     let stop = tok.stop_ids(&model.config.eos_token_ids);

@@ -14,7 +14,7 @@
 //! runs the eager matmul/softmax path that training uses: both are checked.
 
 use burn::tensor::Device;
-use engram_model::attention::fused_attention;
+use engram_model::fused_attention;
 use engram_model::{GenerationConfig, Sampling, generate};
 use engram_testkit::*;
 
@@ -190,7 +190,7 @@ fn hidden_states_match_transformers_layer_by_layer() {
     let mask = engram_model::mask::attention_mask(&[0], 0, t, &dev);
     let got: Vec<f32> = model
         .forward_hidden(
-            engram_model::llama::ids_tensor(&[ids], &dev),
+            engram_model::ids_tensor(&[ids], &dev),
             &positions,
             mask.as_ref(),
             None,

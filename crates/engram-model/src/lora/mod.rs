@@ -15,6 +15,6 @@ pub mod config;
 pub mod dropout;
 pub mod target;
 
-pub use adapter::{LoraAdapter, param_id_for};
+pub use adapter::LoraAdapter;
 pub use config::{LoraConfig, LoraSettings};
 pub use target::LoraTarget;
