@@ -7,6 +7,7 @@
 //! Llama-3.1-70B-Instruct) talks to any OpenAI-compatible endpoint with retries, a circuit
 //! breaker and a persistent [`cache`].
 
+mod answers;
 mod cache;
 mod calibrate;
 mod client;
@@ -20,6 +21,7 @@ mod protocol;
 mod template;
 mod verdict;
 
+pub use answers::{AnswerLine, read_answers, write_answers};
 pub use cache::{JudgeCache, cache_key};
 pub use calibrate::{Calibration, LabelledAnswer, calibrate, read_labels};
 pub use client::{AskError, ChatClient, ClientConfig, is_loopback};

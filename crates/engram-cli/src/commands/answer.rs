@@ -9,9 +9,9 @@ use clap::{Args, ValueEnum};
 use engram_baselines::rag::{BertEncoder, DEFAULT_ENCODER, DEFAULT_K};
 use engram_baselines::{Measured, Method as AnswerMethod, Retriever as Ranker, answer_by};
 use engram_facts::read_facts;
+use engram_judge::{AnswerLine, write_answers};
 use engram_lora::load_adapter;
 use engram_model::AnswerConfig;
-use serde_json::json;
 
 use crate::loaded::{MatmulArg, ModelArgs};
 use crate::progress::Bars;
@@ -173,22 +173,24 @@ pub fn run(a: AnswerArgs) -> Result<()> {
         ),
         Measured::Nothing => {}
     }
-    let mut text = String::new();
-    for (i, f) in facts.iter().enumerate() {
-        let rec = match &run.answers {
-            Some(ans) => json!({
-                "id": f.id, "method": name, "question": questions[i], "gold": f.answer,
-                "answer": ans[i].text, "tokens": ans[i].tokens, "stopped": ans[i].stopped,
-            }),
-            None => json!({
-                "id": f.id, "method": name, "question": questions[i], "gold": f.answer,
-                "answer": null, "na": true,
-            }),
-        };
-        text.push_str(&rec.to_string());
-        text.push('\n');
-    }
-    engram_io::write_file(&a.out, text.as_bytes())?;
+    let lines: Vec<AnswerLine> = facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let ans = run.answers.as_ref().map(|a| &a[i]);
+            AnswerLine {
+                id: f.id.clone(),
+                method: name.into(),
+                question: questions[i].clone(),
+                gold: f.answer.clone(),
+                answer: ans.map(|a| a.text.clone()),
+                tokens: ans.map(|a| a.tokens),
+                stopped: ans.map(|a| a.stopped),
+                na: ans.is_none().then_some(true),
+            }
+        })
+        .collect();
+    write_answers(&a.out, &lines)?;
     eprintln!("wrote {} answers to {}", facts.len(), a.out.display());
     Ok(())
 }

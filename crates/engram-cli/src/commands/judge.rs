@@ -5,11 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
 use engram_judge::{
     Calibration, Judge, JudgeItem, JudgePreset, LabelledAnswer, Verdict, VerdictFormat, calibrate,
-    read_labels,
+    read_answers, read_labels,
 };
 use engram_judge::{DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
 
@@ -213,31 +213,4 @@ fn print_calibration(rows: &[Calibration], path: &Path) {
         "(no verdict counts as incorrect in every figure) → {}",
         path.display()
     );
-}
-
-/// Reads an answers file (from `engram answer`).
-fn read_answers(path: &Path) -> Result<Vec<JudgeItem>> {
-    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
-    let mut items = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
-        let field = |k: &str| -> Result<String> {
-            v[k].as_str()
-                .map(str::to_string)
-                .with_context(|| format!("{}:{}: missing `{k}`", path.display(), i + 1))
-        };
-        items.push(JudgeItem {
-            id: field("id")?,
-            question: field("question")?,
-            gold: field("gold")?,
-            answer: v["answer"].as_str().map(str::to_string),
-            document: v["document"].as_str().map(str::to_string),
-        });
-    }
-    Ok(items)
 }
