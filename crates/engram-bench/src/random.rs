@@ -7,7 +7,7 @@
 //! (`--peak-tflops`, else the dense bf16/f16 — or TF32, for f32 — tensor peak of a known GPU),
 //! and peak device memory (the allocator's reserved bytes where the backend reports them, the
 //! process's peak RSS on the CPU) beside the memory planner's estimate for the same shape
-//! (`engram_experiments::estimate::lora_training_bytes`, what `sweep --dry-run` and the "not
+//! (`engram_experiments::lora_training_bytes`, what `sweep --dry-run` and the "not
 //! enough memory" check use) and their ratio. Training FLOPs per step count the matmuls:
 //! forward and input gradients through the frozen blocks (4 × block parameters per token),
 //! forward and both gradients of the adapters (6 × adapter parameters per token), the
@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use burn::tensor::Device;
-use engram_experiments::estimate::{human_bytes, lora_parameters, lora_training_bytes};
+use engram_experiments::{human_bytes, lora_parameters, lora_training_bytes};
 use engram_lora::TrainConfig;
 use engram_lora::TrainExample;
 use engram_lora::{LossLog, NonFinite, host_reads};

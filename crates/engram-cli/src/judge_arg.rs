@@ -28,7 +28,7 @@ pub fn judge_preset(value: &str) -> Result<(JudgePreset, PathBuf)> {
         file => {
             let path = Path::new(file);
             (
-                engram_experiments::presets::parse_file::<JudgePreset>(path)?,
+                engram_experiments::parse_preset::<JudgePreset>(path)?,
                 path.parent().unwrap_or(Path::new(".")).to_path_buf(),
             )
         }

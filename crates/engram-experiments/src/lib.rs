@@ -1,6 +1,7 @@
 //! Experiments: from an experiment file to the memorization table.
 //!
-//! Start here — the path of one cell:
+//! The modules are private; what callers need is re-exported here. Start here — the path of one
+//! cell:
 //! 1. [`experiment`] reads `experiments/NAME.toml` and resolves the presets it names
 //!    ([`presets`]: model, training, judge), overrides applied, unknown keys named;
 //! 2. [`facts`] loads the fact pool (JSONL, EnronQA's parquet files via [`enronqa`], or the
@@ -19,39 +20,60 @@
 //! [`lock`] (claim), and [`status`] reports every cell's state from records and claims alone;
 //! [`launch`] freezes the cells to do into a manifest and [`slurm`] submits them as job arrays.
 
-pub mod cells;
-pub mod corpus_facts;
-pub mod curve;
-pub mod curve_plot;
-pub mod dry_run;
-pub mod enronqa;
-pub mod error;
-pub mod estimate;
-pub mod executor;
-pub mod experiment;
-pub mod facts;
-pub mod health;
-pub mod launch;
-pub mod local_llm;
-pub mod lock;
-pub mod per_fact;
-pub mod plan;
-pub mod plot;
-pub mod presets;
-pub mod qa_setup;
-pub mod record;
-pub mod render;
-pub mod slurm;
-pub mod stats;
-pub mod status;
-pub mod sweep;
-pub mod table;
+mod cells;
+mod corpus_facts;
+mod curve;
+mod curve_plot;
+mod dry_run;
+mod enronqa;
+mod error;
+mod estimate;
+mod executor;
+mod experiment;
+mod facts;
+mod health;
+mod launch;
+mod local_llm;
+mod lock;
+mod per_fact;
+mod plan;
+mod plot;
+mod presets;
+mod qa_setup;
+mod record;
+mod render;
+mod slurm;
+mod stats;
+mod status;
+mod sweep;
+mod table;
 
-pub use cells::{Cell, Method};
+pub use cells::{Cell, Method, expand as expand_cells};
+pub use corpus_facts::{FactsReady, prepare_facts};
+pub use curve::SampleExactMatch;
+pub use curve_plot::svg as curves_svg;
+pub use dry_run::dry_run;
+pub use enronqa::write::{EmailRow, write_parquet};
+pub use enronqa::{read_parquet, read_split, split_files};
 pub use error::{ExperimentError, Result};
+pub use estimate::{default_flops, human_bytes, lora_parameters, lora_training_bytes};
+pub use executor::{Devices, DevicesReport, Executor, Job, Local, Outcome, Slurm, Submitted};
 pub use experiment::{Experiment, default_configs_dir};
-pub use plan::{CellState, PlannedCell, plan};
-pub use presets::{JudgePreset, ModelPreset, TrainingPreset};
-pub use record::{CellMetrics, CellRecord, CellStatus, ResultsDir};
-pub use sweep::{SweepOptions, SweepReport, run_sweep};
-pub use table::{Reference, Table};
+pub use facts::{Samples, load_pool, samples};
+pub use launch::Manifest;
+pub use local_llm::LocalLlm;
+pub use lock::{LockSettings, slurm_job, slurm_restarts};
+pub use per_fact::{csv as per_fact_csv, markdown as per_fact_markdown};
+pub use plan::{CellState, PlannedCell, cell_config, hash_json, plan};
+pub use plot::svg as plot_svg;
+pub use presets::{JudgePreset, ModelPreset, TrainingPreset, parse_file as parse_preset};
+pub use record::{
+    CellMetrics, CellRecord, CellStatus, FORMAT as RECORD_FORMAT, JudgeCounts, MethodMetrics,
+    QuestionRecord, ResultsDir, Timings, Versions,
+};
+pub use render::{CURVES_FILE, VIEW_FILES, render_dir};
+pub use slurm::{DEFAULT_MAX_RESTARTS, SlurmOptions};
+pub use stats::{BOOTSTRAP_RESAMPLES, Z95, bootstrap, mcnemar_exact, wilson};
+pub use status::{render_status, status};
+pub use sweep::{Stopped, SweepOptions, SweepReport, run_sweep};
+pub use table::{Entry, Reference, Table, difference_text, p_text};

@@ -190,13 +190,6 @@ pub struct CellLock {
     beat: Option<JoinHandle<()>>,
 }
 
-impl CellLock {
-    /// The claim file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
 impl Drop for CellLock {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);

@@ -2,11 +2,11 @@
 //! record round-trips through the typed record byte for byte, the rendered views equal the
 //! committed ones, and the smoke experiment's configuration hashes match the records'.
 
-use engram_experiments::facts::{load_pool, samples};
-use engram_experiments::render::render_dir;
+use engram_experiments::render_dir;
 use engram_experiments::{
     CellRecord, CellState, Experiment, ResultsDir, default_configs_dir, plan,
 };
+use engram_experiments::{load_pool, samples};
 use engram_testkit::repo;
 
 #[test]
@@ -42,11 +42,8 @@ fn committed_results_re_render_identically() {
     }
     let r = render_dir(tmp.path(), None).unwrap();
     assert!(r.corrupt.is_empty(), "{:?}", r.corrupt);
-    let curves = engram_experiments::render::CURVES_FILE;
-    for f in engram_experiments::render::VIEW_FILES
-        .into_iter()
-        .chain([curves])
-    {
+    let curves = engram_experiments::CURVES_FILE;
+    for f in engram_experiments::VIEW_FILES.into_iter().chain([curves]) {
         assert_eq!(
             std::fs::read_to_string(tmp.path().join(f)).unwrap(),
             std::fs::read_to_string(committed.join(f)).unwrap(),

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use engram_experiments::cells::expand;
-use engram_experiments::facts::{load_pool, samples};
+use engram_experiments::expand_cells as expand;
 use engram_experiments::{Experiment, ExperimentError, default_configs_dir};
+use engram_experiments::{load_pool, samples};
 
 fn repo() -> PathBuf {
     Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"))
@@ -174,8 +174,8 @@ fn missing_presets_and_impossible_sizes_are_named() {
 
 #[test]
 fn replicates_are_cells_of_their_own_and_the_first_keeps_its_hash() {
-    use engram_experiments::plan::cell_config;
-    use engram_experiments::plan::hash_json;
+    use engram_experiments::cell_config;
+    use engram_experiments::hash_json;
     let t = Tree::new();
     let text = |replicates: &str| {
         format!(
@@ -228,8 +228,8 @@ fn replicates_are_cells_of_their_own_and_the_first_keeps_its_hash() {
 
 #[test]
 fn resampled_facts_give_every_method_a_run_per_replicate_on_facts_of_its_own() {
-    use engram_experiments::plan::cell_config;
-    use engram_experiments::plan::hash_json;
+    use engram_experiments::cell_config;
+    use engram_experiments::hash_json;
     let t = Tree::new();
     t.write("experiments/facts.jsonl", &facts(12));
     let load = |extra: &str| {
@@ -273,7 +273,7 @@ fn resampled_facts_give_every_method_a_run_per_replicate_on_facts_of_its_own() {
     assert_ne!(fact_ids(s_fresh.of(rag1)), fact_ids(s_fresh.of(&cells[0])));
     assert_eq!(fact_ids(s_fresh.of(rag1)), fact_ids(s_fresh.of(lora1)));
     assert_eq!(s_fresh.of(rag1_n4)[..2], *s_fresh.of(rag1));
-    let hash = |e: &Experiment, s: &engram_experiments::facts::Samples, i: usize| {
+    let hash = |e: &Experiment, s: &engram_experiments::Samples, i: usize| {
         let c = &expand(e)[i];
         hash_json(&cell_config(e, c, s.of(c)))
     };

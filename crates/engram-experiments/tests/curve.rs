@@ -3,7 +3,7 @@
 //! questions (the last one equal to what answering after training gives), and a resumed run
 //! keeps the curve it had.
 
-use engram_experiments::curve::SampleExactMatch;
+use engram_experiments::SampleExactMatch;
 use engram_judge::exact_match;
 use engram_lora::{EpochEval, TrainConfig, Trainer};
 use engram_model::{AnswerConfig, LoraConfig, answer_questions};

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use engram_experiments::enronqa::write::{EmailRow, write_parquet};
-use engram_experiments::enronqa::{read_parquet, read_split, split_files};
+use engram_experiments::{EmailRow, write_parquet};
+use engram_experiments::{read_parquet, read_split, split_files};
 use engram_facts::nested_samples;
 
 fn row(user: &str, path: &str, n: usize) -> EmailRow {

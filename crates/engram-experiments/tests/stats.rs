@@ -1,7 +1,7 @@
 //! The table's statistics against SciPy and statsmodels on fixed inputs
 //! (`tests/fixtures/stats/reference.json`, made by `tests/peers/make_stats_fixture.py`).
 
-use engram_experiments::stats::{BOOTSTRAP_RESAMPLES, Z95, bootstrap, mcnemar_exact, wilson};
+use engram_experiments::{BOOTSTRAP_RESAMPLES, Z95, bootstrap, mcnemar_exact, wilson};
 use serde_json::Value;
 
 fn reference() -> Value {

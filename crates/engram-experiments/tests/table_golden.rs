@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use engram_experiments::record::{JudgeCounts, QuestionRecord, Timings, Versions};
-use engram_experiments::render::render_dir;
+use engram_experiments::render_dir;
 use engram_experiments::{
     Cell, CellMetrics, CellRecord, CellStatus, Method, Reference, ResultsDir, Table,
 };
+use engram_experiments::{JudgeCounts, QuestionRecord, Timings, Versions};
 use serde_json::json;
 
 fn golden(name: &str, text: &str) {
@@ -51,7 +51,7 @@ fn record(
     };
     let correct = questions.iter().filter(|q| q.correct == Some(true)).count();
     CellRecord {
-        format: engram_experiments::record::FORMAT,
+        format: engram_experiments::RECORD_FORMAT,
         experiment: "golden".into(),
         cell_id: cell.id(),
         cell,
@@ -98,12 +98,9 @@ fn table_markdown_csv_plot_and_per_fact_match_golden_files() {
     let table = Table::from_records(&recs);
     golden("table.md", &table.markdown(None));
     golden("table.csv", &table.csv());
-    golden("plot.svg", &engram_experiments::plot::svg(&table));
-    golden(
-        "per_fact.md",
-        &engram_experiments::per_fact::markdown(&recs),
-    );
-    golden("per_fact.csv", &engram_experiments::per_fact::csv(&recs));
+    golden("plot.svg", &engram_experiments::plot_svg(&table));
+    golden("per_fact.md", &engram_experiments::per_fact_markdown(&recs));
+    golden("per_fact.csv", &engram_experiments::per_fact_csv(&recs));
 
     let paper = Reference::read(
         &Path::new(
@@ -148,7 +145,7 @@ fn corrupt_records_are_reported_and_not_used() {
         "{}",
         r.markdown
     );
-    for f in engram_experiments::render::VIEW_FILES {
+    for f in engram_experiments::VIEW_FILES {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
 }
@@ -162,8 +159,8 @@ fn an_unreadable_results_directory_is_named() {
 
 #[test]
 fn replicates_show_their_mean_and_interval_and_broken_runs_no_accuracy() {
-    use engram_experiments::record::MethodMetrics;
-    use engram_experiments::table::Entry;
+    use engram_experiments::Entry;
+    use engram_experiments::MethodMetrics;
     let lora = |rep: usize, right: fn(usize) -> bool, losses: Vec<f64>| {
         let mut r = record(20, Method::Lora { rank: 8 }, CellStatus::Done, right);
         r.cell.replicate = rep;
@@ -269,7 +266,7 @@ fn replicates_show_their_mean_and_interval_and_broken_runs_no_accuracy() {
 /// A done LoRA cell of `n` facts (half right) at `rank`, replicate `rep`, whose loss fell all
 /// the way (only its memorization `curve` can tell how it went).
 fn curved_lora(n: usize, rank: usize, rep: usize, curve: Vec<(usize, f64)>) -> CellRecord {
-    use engram_experiments::record::MethodMetrics;
+    use engram_experiments::MethodMetrics;
     let mut r = record(n, Method::Lora { rank }, CellStatus::Done, move |i| {
         2 * i < n
     });
@@ -292,7 +289,7 @@ fn a_memorization_curve_shows_in_the_per_fact_view_and_a_fallen_one_is_a_collaps
         lora(8, vec![(2, 0.25), (4, 0.5)]),
         lora(64, vec![(2, 0.9), (4, 0.5)]),
     ];
-    let md = engram_experiments::per_fact::markdown(&recs);
+    let md = engram_experiments::per_fact_markdown(&recs);
     assert!(md.contains("| Exact match during training |"), "{md}");
     assert!(md.contains("| 2: 0.25, 4: 0.50 | fine |"), "{md}");
     assert!(
@@ -302,11 +299,11 @@ fn a_memorization_curve_shows_in_the_per_fact_view_and_a_fallen_one_is_a_collaps
     let t = Table::from_records(&recs);
     assert!(matches!(
         t.entries.get(&(20, Method::Lora { rank: 64 })),
-        Some(engram_experiments::table::Entry::Collapsed(_))
+        Some(engram_experiments::Entry::Collapsed(_))
     ));
     assert!(matches!(
         t.entries.get(&(20, Method::Lora { rank: 8 })),
-        Some(engram_experiments::table::Entry::Accuracy { .. })
+        Some(engram_experiments::Entry::Accuracy { .. })
     ));
 }
 
@@ -315,13 +312,13 @@ fn curves_are_drawn_where_records_have_them() {
     let lora =
         |rank: usize, rep: usize, curve: Vec<(usize, f64)>| curved_lora(10, rank, rep, curve);
     let without = vec![record(10, Method::Rag, CellStatus::Done, |i| i < 3)];
-    assert!(engram_experiments::curve_plot::svg(&without).is_none());
+    assert!(engram_experiments::curves_svg(&without).is_none());
     let with = vec![
         lora(8, 0, vec![(2, 0.25), (4, 0.5)]),
         lora(8, 1, vec![(2, 0.0), (4, 0.75)]),
         lora(64, 0, vec![(2, 0.5), (4, 1.0)]),
     ];
-    let svg = engram_experiments::curve_plot::svg(&with).expect("curves drawn");
+    let svg = engram_experiments::curves_svg(&with).expect("curves drawn");
     assert!(svg.starts_with("<svg"), "{svg}");
     assert!(svg.contains("10 facts: exact match on trained questions"));
     // One legend entry per rank, not per replicate.
@@ -331,7 +328,7 @@ fn curves_are_drawn_where_records_have_them() {
 
 #[test]
 fn resampled_runs_are_scored_on_their_own_facts_and_paired_within_a_replicate() {
-    use engram_experiments::table::Entry;
+    use engram_experiments::Entry;
     // Replicate k answers facts f{100k}…: each run's own sample.
     let run = |method: Method, rep: usize, right: fn(usize) -> bool| {
         let mut r = record(10, method, CellStatus::Done, right);

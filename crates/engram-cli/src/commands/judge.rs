@@ -99,7 +99,7 @@ pub fn run(a: JudgeArgs) -> Result<()> {
     };
     let (preset, base) = match &a.preset {
         Some(path) => (
-            engram_experiments::presets::parse_file::<JudgePreset>(path)?,
+            engram_experiments::parse_preset::<JudgePreset>(path)?,
             path.parent().unwrap_or(Path::new(".")).to_path_buf(),
         ),
         None => (flag_preset(&a), PathBuf::from(".")),

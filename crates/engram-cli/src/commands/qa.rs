@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use engram_experiments::local_llm::LocalLlm;
+use engram_experiments::LocalLlm;
 use engram_judge::ClientConfig;
 use engram_judge::{JudgePreset, VerdictFormat};
 use engram_qa::{Llm, OpenAiLlm, QaConfig, QaError, QaPrompts, QaSpec};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use engram_experiments::Reference;
-use engram_experiments::render::render_dir;
+use engram_experiments::render_dir;
 
 /// Where `--compare paper` looks for EnronQA's published Table 5.
 pub const PAPER_TABLE: &str = "configs/paper/enronqa-table5.csv";
@@ -82,11 +82,11 @@ pub fn run(a: TableArgs) -> Result<()> {
         for (n, p) in rows {
             println!(
                 "| {n} | {} | {} | {} | {} | {} |",
-                engram_experiments::table::difference_text(&p),
+                engram_experiments::difference_text(&p),
                 p.only_first,
                 p.only_second,
                 p.pairs,
-                engram_experiments::table::p_text(p.p_value)
+                engram_experiments::p_text(p.p_value)
             );
         }
     }

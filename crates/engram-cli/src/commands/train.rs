@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use engram_experiments::SampleExactMatch;
 use engram_experiments::TrainingPreset;
-use engram_experiments::curve::SampleExactMatch;
 use engram_facts::{Fact, read_facts};
 use engram_judge::exact_match;
 use engram_lora::{AdapterCompute, BatchLayout, EpochEval, LoraError, Trainer};

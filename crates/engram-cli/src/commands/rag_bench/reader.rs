@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use engram_bench::{ReaderBench, check_reader_k};
-use engram_experiments::local_llm::LocalLlm;
+use engram_experiments::LocalLlm;
 use engram_judge::ClientConfig;
 use engram_qa::{Llm, OpenAiLlm};
 

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use engram_experiments::Experiment;
-use engram_experiments::corpus_facts::{FactsReady, prepare_facts};
+use engram_experiments::{FactsReady, prepare_facts};
 use engram_io::Stop;
 use engram_qa::QaError;
 

@@ -1,6 +1,6 @@
 //! `engram sweep`: run an experiment's cells (facts × methods), resumably, and render its table
 //! — here, on several local devices or as Slurm job arrays, through one
-//! [`engram_experiments::executor::Executor`] built from the flags; what came of it is printed
+//! [`engram_experiments::Executor`] built from the flags; what came of it is printed
 //! here ([`report`]), and a sweep asked to stop says what it kept ([`stopped`]). A corpus
 //! experiment's verified facts are made ready first ([`facts`]).
 
@@ -12,11 +12,11 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use engram_experiments::estimate::default_flops;
-use engram_experiments::executor::{Devices, Executor, Job, Local, Outcome, Slurm};
-use engram_experiments::launch::Manifest;
-use engram_experiments::lock::LockSettings;
-use engram_experiments::slurm::{self, SlurmOptions};
+use engram_experiments::LockSettings;
+use engram_experiments::Manifest;
+use engram_experiments::default_flops;
+use engram_experiments::{DEFAULT_MAX_RESTARTS, SlurmOptions};
+use engram_experiments::{Devices, Executor, Job, Local, Outcome, Slurm};
 use engram_experiments::{Experiment, default_configs_dir};
 
 use crate::progress::Bars;
@@ -91,7 +91,7 @@ pub struct SweepArgs {
     pub emit_only: bool,
     /// How often a Slurm task stopped by its time limit (SIGUSR2) requeues itself to resume
     /// from its checkpoint (counted by SLURM_RESTART_COUNT) before it gives up.
-    #[arg(long, default_value_t = slurm::DEFAULT_MAX_RESTARTS)]
+    #[arg(long, default_value_t = DEFAULT_MAX_RESTARTS)]
     pub max_restarts: u32,
     /// For an experiment whose facts come from a corpus: generate them again when the fact file
     /// was made with other QA settings (without it, that is an error naming what changed).
@@ -145,14 +145,14 @@ pub fn run(a: SweepArgs) -> Result<()> {
         facts::prepare(&exp, a.rebuild_facts, &stop, &Bars::new(!a.no_progress))?;
     }
     if a.status {
-        let cells = engram_experiments::status::status(&exp, &results, &only, &locks)?;
-        print!("{}", engram_experiments::status::render_status(&cells));
+        let cells = engram_experiments::status(&exp, &results, &only, &locks)?;
+        print!("{}", engram_experiments::render_status(&cells));
         return Ok(());
     }
     if a.dry_run {
         print!(
             "{}",
-            engram_experiments::dry_run::dry_run(&exp, &results, &only, flops)?
+            engram_experiments::dry_run(&exp, &results, &only, flops)?
         );
         return Ok(());
     }

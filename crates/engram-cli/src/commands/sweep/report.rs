@@ -3,8 +3,8 @@
 
 use anyhow::{Result, bail};
 use engram_experiments::Experiment;
-use engram_experiments::executor::{DevicesReport, Job, Submitted};
-use engram_experiments::sweep::SweepReport;
+use engram_experiments::SweepReport;
+use engram_experiments::{DevicesReport, Job, Submitted};
 use engram_io::Stop;
 
 use super::{SweepArgs, stopped};

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use engram_experiments::sweep::Stopped;
+use engram_experiments::Stopped;
 use engram_io::Stop;
 
 use super::SweepArgs;
@@ -25,7 +25,7 @@ pub fn stopped(st: &Stopped, a: &SweepArgs, stop: &Stop) -> Result<()> {
             n => format!("; {n} cells left unstarted by this sweep"),
         }
     );
-    let job = engram_experiments::lock::slurm_job();
+    let job = engram_experiments::slurm_job();
     match (&job, st.signal) {
         (Some(job), signals::TIME_LIMIT) => requeue(job, a.max_restarts, stop)?,
         (Some(job), _) => eprintln!(
@@ -44,7 +44,7 @@ const REQUEUE_WAIT: Duration = Duration::from_secs(120);
 /// a job that exits by itself after its warning signal is recorded FAILED and not requeued,
 /// also when it asked to be; one that waits to be ended is requeued (submitit's pattern).
 fn requeue(job: &str, max: u32, stop: &Stop) -> Result<()> {
-    let restarts = engram_experiments::lock::slurm_restarts().unwrap_or(0);
+    let restarts = engram_experiments::slurm_restarts().unwrap_or(0);
     if restarts >= max {
         eprintln!(
             "Slurm job {job}: not requeued: it was requeued {restarts} times already (--max-restarts {max}); submit the sweep again with a longer --time to go on from its checkpoints"
