@@ -1,6 +1,7 @@
 //! LoRA training on the wgpu backend (on a machine without a GPU: Mesa's software Vulkan
 //! device, llvmpipe) against the CPU backend: the same short memorization run on a small random
-//! Llama reaches the same exact match on both, and the exported adapters have the same format.
+//! Llama (and on the tiny Qwen2 fixture, whose q/k/v biases ride in the joined product on wgpu)
+//! reaches the same exact match on both, and the exported adapters have the same format.
 //! Dropout is off so that both backends run the same arithmetic (their dropout masks differ).
 //! The one-step loss/gradient comparison is `engram selftest`'s (tested in engram-cli).
 #![cfg(feature = "wgpu")]
@@ -70,10 +71,33 @@ fn a_memorization_run_on_wgpu_matches_the_cpu_one() {
     let _g = train_lock();
     let model_dir = tempfile::tempdir().unwrap();
     random_model(model_dir.path(), 64, 2, 4, 2, 128, 9);
-    let (cpu_out, gpu_out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (cpu_hits, cpu_losses, cpu_t) = run(Device::flex(), model_dir.path(), cpu_out.path());
+    wgpu_matches_cpu(model_dir.path());
+}
+
+/// The same on the tiny Qwen2 fixture: on wgpu its q, k and v are one product with their
+/// biases side by side (`Attention::qkv`), on the CPU three products each adding its bias.
+#[test]
+fn a_qwen2_memorization_run_on_wgpu_matches_the_cpu_one() {
+    let _g = train_lock();
+    let dir = engram_testkit::fixture("tiny-qwen2");
+    let ckpt = Checkpoint::open(dir.to_str().unwrap()).unwrap();
     let wgpu = open_device("wgpu").expect("a wgpu adapter (Mesa's llvmpipe without a GPU)");
-    let (gpu_hits, gpu_losses, gpu_t) = run(wgpu, model_dir.path(), gpu_out.path());
+    let model = Llama::load(&ckpt, WeightDType::F32, &wgpu.autodiff()).unwrap();
+    let joined = model.layers[0].self_attn.qkv.as_ref();
+    assert!(
+        joined.is_some_and(|j| j.bias.is_some()),
+        "q, k and v joined with their biases on wgpu"
+    );
+    wgpu_matches_cpu(&dir);
+}
+
+/// Trains the checkpoint in `model_dir` on the CPU and on wgpu: the same exact match, epoch
+/// losses close, the same adapter format.
+fn wgpu_matches_cpu(model_dir: &std::path::Path) {
+    let (cpu_out, gpu_out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (cpu_hits, cpu_losses, cpu_t) = run(Device::flex(), model_dir, cpu_out.path());
+    let wgpu = open_device("wgpu").expect("a wgpu adapter (Mesa's llvmpipe without a GPU)");
+    let (gpu_hits, gpu_losses, gpu_t) = run(wgpu, model_dir, gpu_out.path());
     let rel = |n: usize| {
         cpu_losses
             .iter()

@@ -6,7 +6,7 @@ use burn::module::{Module, Param};
 use burn::tensor::{DType, Tensor};
 
 use crate::error::Result;
-use crate::linear::Linear;
+use crate::linear::{Joined, Linear};
 use crate::llama::Llama;
 use crate::lora::{LoraAdapter, LoraConfig, LoraTarget};
 
@@ -122,14 +122,14 @@ impl Llama {
     }
 
     /// Number of parameters in the model, adapters included (a joined weight's values once:
-    /// its parts are views of it).
+    /// its parts are views of it; a joined bias, a copy, not at all).
     pub fn parameter_count(&self) -> usize {
         let joined: usize = self
             .layers
             .iter()
             .flat_map(|l| [&l.self_attn.qkv, &l.mlp.gate_up])
             .flatten()
-            .map(|w| w.shape().num_elements())
+            .map(Joined::values)
             .sum();
         self.num_params() - joined
     }

@@ -12,7 +12,7 @@
 //! written in place ([`engram_kernels::KvBuffer`]) and a decode step attends over it with
 //! engram's kernel, where a cache of tensors would be concatenated (copied whole) every step.
 
-use burn::module::{Module, Param};
+use burn::module::Module;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Tensor, TensorData, s};
 use engram_ops::attention::{
@@ -21,7 +21,7 @@ use engram_ops::attention::{
 use engram_ops::rope::rotary_heads_first;
 
 use crate::kv_cache::LayerCache;
-use crate::linear::{Linear, dropout_sites, join, shared_adapter_input};
+use crate::linear::{Joined, Linear, dropout_sites, join, shared_adapter_input};
 use crate::norm::RmsNorm;
 use crate::rope::apply_rotary;
 
@@ -46,11 +46,11 @@ pub struct Attention {
     pub q_norm: Option<RmsNorm>,
     /// The same for k (`k_norm`).
     pub k_norm: Option<RmsNorm>,
-    /// q, k and v's frozen weights side by side, `[hidden, (heads + 2 · kv) · head_dim]`, on the
-    /// GPU backends ([`Attention::join_projections`]): one product where three ran, each
-    /// projection's weight a view of its part. `None` elsewhere; whatever changes a
-    /// projection's weight drops it.
-    pub qkv: Option<Param<Tensor<2>>>,
+    /// q, k and v's frozen weights side by side, `[hidden, (heads + 2 · kv) · head_dim]` (and
+    /// their biases, where they have them), on the GPU backends
+    /// ([`Attention::join_projections`]): one product where three ran, each projection's weight
+    /// a view of its part. `None` elsewhere; whatever changes a projection's weight drops it.
+    pub qkv: Option<Joined>,
 }
 
 impl Attention {
@@ -159,7 +159,7 @@ impl Attention {
                 }
                 _ => None,
             };
-            let base = burn::tensor::module::linear(x, w.val(), None);
+            let base = w.forward(x);
             let mut n = heads.iter();
             return Projected::Joined {
                 base: base.reshape([b, t, h + 2 * kv, d]),
@@ -178,7 +178,8 @@ impl Attention {
     }
 
     /// Joins q, k and v's weights ([`Attention::qkv`]) where each projection has a plain float
-    /// weight (no bias, no quantized blocks) in one dtype; a no-op elsewhere.
+    /// weight (no quantized blocks) in one dtype, and their biases where all three have one; a
+    /// no-op elsewhere.
     pub fn join_projections(&mut self) {
         let mut linears = [&mut self.q_proj, &mut self.k_proj, &mut self.v_proj];
         if let Some(joined) = join(&mut linears) {

@@ -50,6 +50,7 @@ pub use generate::{
     Generation, GenerationConfig, forced_logprobs, generate, generate_after_prefix,
 };
 pub use kv_cache::KvCache;
+pub use linear::{Joined, Linear};
 pub use llama::{Llama, ids_tensor};
 pub use load::WeightDType;
 pub use lora::{LoraAdapter, LoraConfig, LoraSettings, LoraTarget};

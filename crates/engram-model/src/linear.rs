@@ -88,19 +88,28 @@ impl Linear {
 /// part (a slice, which the GPU backends make a view where it falls on their memory alignment,
 /// as it does at real models' widths), so one product computes all their base outputs. Returns
 /// the joined weight where there are several, on a GPU device, each with a plain float weight
-/// (no bias, no quantized blocks) of one input width and dtype; `None`, nothing changed,
-/// elsewhere (the CPU backend keeps its per-weight paths).
-pub(crate) fn join(linears: &mut [&mut Linear]) -> Option<Param<Tensor<2>>> {
+/// (no quantized blocks) of one input width and dtype, and with them their biases side by side
+/// where every one has a bias (Qwen2's q, k and v; each keeps its own); `None`, nothing changed,
+/// elsewhere (the CPU backend keeps its per-weight paths, and a mix of biased and unbiased
+/// projections stays apart).
+pub(crate) fn join(linears: &mut [&mut Linear]) -> Option<Joined> {
     let first = linears.first()?.weight.val();
+    let biased = linears.iter().filter(|l| l.bias.is_some()).count();
     let plain = linears.iter().all(|l| {
-        l.bias.is_none()
-            && l.quantized.is_none()
+        l.quantized.is_none()
             && l.d_in() == first.dims()[0]
             && l.weight.val().dtype() == first.dtype()
-    });
+    }) && (biased == 0 || biased == linears.len());
     if linears.len() < 2 || !plain || crate::is_cpu(&first.device()) {
         return None;
     }
+    let bias = (biased > 0).then(|| {
+        let parts = linears
+            .iter()
+            .map(|l| l.bias.as_ref().expect("every one biased").val())
+            .collect();
+        Param::from_tensor(Tensor::cat(parts, 0).detach())
+    });
     // Detached: on an autodiff device each is a parameter of its own (a leaf).
     let joined = Tensor::cat(linears.iter().map(|l| l.weight.val()).collect(), 1).detach();
     let mut from = 0;
@@ -109,7 +118,32 @@ pub(crate) fn join(linears: &mut [&mut Linear]) -> Option<Param<Tensor<2>>> {
         l.weight = Param::from_tensor(joined.clone().slice(s![.., from..from + n]).detach());
         from += n;
     }
-    Some(Param::from_tensor(joined))
+    Some(Joined {
+        weight: Param::from_tensor(joined),
+        bias,
+    })
+}
+
+/// Weights joined by [`join`], `[in, Σ out]`, with the biases side by side where they have them.
+#[derive(Module, Debug)]
+pub struct Joined {
+    /// The weights side by side (each projection's weight a view of its part).
+    pub weight: Param<Tensor<2>>,
+    /// The biases side by side, `[Σ out]` (a copy: each projection keeps its own).
+    pub bias: Option<Param<Tensor<1>>>,
+}
+
+impl Joined {
+    /// The base outputs of every joined projection for `x`, side by side.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        burn::tensor::module::linear(x, self.weight.val(), self.bias.as_ref().map(Param::val))
+    }
+
+    /// Values it holds, every one a view or a copy of its projections' own.
+    pub fn values(&self) -> usize {
+        self.weight.shape().num_elements()
+            + self.bias.as_ref().map_or(0, |b| b.shape().num_elements())
+    }
 }
 
 /// One prepared adapter input ([`LoraAdapter::prepare`]: cast, dropout) for all the

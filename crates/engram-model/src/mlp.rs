@@ -1,10 +1,10 @@
 //! The SwiGLU feed-forward block: `down(silu(gate(x)) * up(x))`.
 
-use burn::module::{Module, Param};
+use burn::module::Module;
 use burn::tensor::activation::silu;
 use burn::tensor::{Tensor, s};
 
-use crate::linear::{Linear, dropout_sites, join, shared_adapter_input};
+use crate::linear::{Joined, Linear, dropout_sites, join, shared_adapter_input};
 use engram_ops::swiglu::swiglu_joined;
 
 /// Llama MLP.
@@ -20,7 +20,7 @@ pub struct Mlp {
     /// backends ([`Mlp::join_projections`]): one product where two ran, each projection's
     /// weight a view of its half. `None` elsewhere; whatever changes a projection's weight
     /// drops it.
-    pub gate_up: Option<Param<Tensor<2>>>,
+    pub gate_up: Option<Joined>,
 }
 
 impl Mlp {
@@ -45,7 +45,7 @@ impl Mlp {
             return self.down_proj.forward(h);
         };
         // One product with the joined weight, and the adapters' deltas.
-        let base = burn::tensor::module::linear(x.clone(), w.val(), None);
+        let base = w.forward(x.clone());
         match (linears.map(|l| l.lora.as_ref()), &xa) {
             // The adapters' products, which the joined op scales (and casts): one autodiff
             // node whose backward writes the joined gradient whole.

@@ -1,8 +1,8 @@
 //! The same transformers parity check on the wgpu backend (when engram-model is built with its
 //! `wgpu` feature, as the workspace's tests build it through the CLI's default features; on a
 //! machine without a GPU it runs on Mesa's software Vulkan device, llvmpipe): the Llama fixture,
-//! and the Qwen2 (q/k/v biases: three products, no joined one) and Qwen3 (per-head q/k norms)
-//! ones.
+//! and the Qwen2 (q/k/v biases, in the joined q/k/v product on wgpu) and Qwen3 (per-head q/k
+//! norms) ones.
 
 use engram_checkpoint::Checkpoint;
 use engram_model::{GenerationConfig, Llama, Sampling, WeightDType, device_from_name, generate};
