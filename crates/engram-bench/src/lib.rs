@@ -1,12 +1,13 @@
 //! engram's benchmarks and device selftest, as a library the command line calls.
 //!
 //! Every benchmark prints figures beside a peer's measured in the same run where one exists:
-//! [`train`] (LoRA training beside PEFT, on a checkpoint), [`random`] (any architecture with
-//! random weights drawn on the device: training steps with their phases, greedy generation),
-//! [`generate`] (greedy generation beside transformers and llama.cpp), [`long_context`] (the
-//! shared-prefix KV cache), [`batches`] (the trainer's batch layouts), [`corpus`] (ingest and
-//! MinHash), [`rag_bench`] (retrievers over a corpus, and a reader over what they retrieved);
-//! [`selftest`] checks a device against transformers' references and the CPU backend.
+//! [`train()`] (LoRA training beside PEFT, on a checkpoint), [`random_train`] and
+//! [`random_generate`] (any architecture with random weights drawn on the device: training steps
+//! with their phases, greedy generation), [`generate()`] (greedy generation beside transformers
+//! and llama.cpp), [`long_context()`] (the shared-prefix KV cache), [`batches()`] (the trainer's
+//! batch layouts), [`corpus()`] (ingest and MinHash), [`rag_bench()`] (retrievers over a corpus,
+//! and a reader over what they retrieved); [`selftest()`] checks a device against transformers'
+//! references and the CPU backend.
 //!
 //! Nothing here prints: each bench hands its lines, as it produces them, to the caller's
 //! `out` (the binary prints them), and returns its figures.

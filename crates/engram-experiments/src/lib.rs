@@ -2,23 +2,23 @@
 //!
 //! The modules are private; what callers need is re-exported here. Start here — the path of one
 //! cell:
-//! 1. [`experiment`] reads `experiments/NAME.toml` and resolves the presets it names
-//!    ([`presets`]: model, training, judge), overrides applied, unknown keys named;
-//! 2. [`facts`] loads the fact pool (JSONL, EnronQA's parquet files via [`enronqa`], or the
-//!    verified facts [`corpus_facts`] builds from a corpus as [`qa_setup`] says, with a model
-//!    engram runs itself through [`local_llm`]) and draws the nested samples of every size;
-//! 3. [`plan`] lists the selected [`cells`] (facts × method) with the configuration hash that
+//! 1. `experiment` reads `experiments/NAME.toml` and resolves the presets it names
+//!    (`presets`: model, training, judge), overrides applied, unknown keys named;
+//! 2. `facts` loads the fact pool (JSONL, EnronQA's parquet files via `enronqa`, or the
+//!    verified facts `corpus_facts` builds from a corpus as `qa_setup` says, with a model
+//!    engram runs itself through `local_llm`) and draws the nested samples of every size;
+//! 3. `plan` lists the selected `cells` (facts × method) with the configuration hash that
 //!    decides each one and its state in the results directory (`--dry-run` adds
-//!    [`estimate`]s to the same plan);
-//! 4. an [`executor`] runs the cells — here, on several devices, or as Slurm job arrays — and
-//!    [`sweep`] runs every cell not done — answers by its method through
+//!    `estimate`s to the same plan);
+//! 4. an `executor` runs the cells — here, on several devices, or as Slurm job arrays — and
+//!    `sweep` runs every cell not done — answers by its method through
 //!    `engram_baselines::answer_by` (LoRA trains first), judges them — into one atomic
-//!    [`record`] per cell;
-//! 5. [`render`] turns the records into the [`table`], the [`plot`] and the [`per_fact`] view.
+//!    `record` per cell;
+//! 5. `render` turns the records into the `table`, the `plot` and the `per_fact` view.
 //!
 //! Many sweeps may share one results directory: each cell is run by whoever holds its
-//! [`lock`] (claim), and [`status`] reports every cell's state from records and claims alone;
-//! [`launch`] freezes the cells to do into a manifest and [`slurm`] submits them as job arrays.
+//! `lock` (claim), and `status` reports every cell's state from records and claims alone;
+//! `launch` freezes the cells to do into a manifest and `slurm` submits them as job arrays.
 
 mod cells;
 mod corpus_facts;

@@ -11,7 +11,7 @@
 //! adapter. [`save_adapter`] / [`load_adapter`] write and read PEFT's adapter layout;
 //! [`merge_to_hf`] and [`merge_to_gguf`] fold an adapter into its base; [`write_gguf_adapter`]
 //! writes llama.cpp's adapter file. Answering with the trained model is
-//! [`engram_model::answer`]'s job.
+//! [`engram_model::answer_questions`]' job.
 //!
 //! The modules are private: what callers need is re-exported here.
 

@@ -5,7 +5,7 @@
 //! reference it is tested against, and the CubeCL kernel the GPU backends run (`cube.rs`):
 //! [`attention`] (scores, mask, softmax and the values' product, RoPE'd q/k inside it),
 //! [`rope`], [`swiglu`], [`norm`] (RMSNorm), [`cross_entropy`] (the labels' loss),
-//! [`pick_rows`] (the label rows' gather); [`flat_gather`] lays many matrices end to end in one
+//! [`pick_rows`] (the label rows' gather); `flat_gather` lays many matrices end to end in one
 //! launch. The CPU backend's inference takes one-pass host paths ([`cpu`]) and multiplies by GGUF
 //! blocks in place ([`cpu_matmul`], over `engram-kernels`' SIMD). Around them: opening a backend
 //! by name ([`device`]), CubeCL's persistent kernel cache and compile counting

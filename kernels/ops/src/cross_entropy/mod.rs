@@ -12,7 +12,7 @@
 //! `dlogits = (g / N) · (p − onehot(t))`,
 //!
 //! one element-wise pass and one scatter — on the CubeCL backends one kernel
-//! ([`crate::cross_entropy::cube`]). The forward runs Burn's `log_softmax` ops, the gather,
+//! (its `cube.rs`). The forward runs Burn's `log_softmax` ops, the gather,
 //! the sum and the division in the same order as before (same bits), except that on the
 //! CubeCL backends the sum is a reduction over the rows, which fuses with the gather, the
 //! negation and the division into one kernel (a summation order apart); the gradient equals
@@ -115,7 +115,7 @@ fn backward_composed<B: Backend>(
 
 impl LabelNllOp for burn::backend::Flex {}
 
-/// On the CubeCL backends the backward is one kernel ([`crate::cross_entropy::cube`]).
+/// On the CubeCL backends the backward is one kernel (its `cube.rs`).
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl LabelNllOp for burn::backend::Cube {
     fn label_nll_parts(

@@ -5,7 +5,7 @@
 //! picked rows' gradient into it (a fill and a `select_assign`, two kernels on the GPU
 //! backends), since its indices may repeat. The loss picks each hidden state at most once, so
 //! the input's gradient row `r` is the picked gradient's row `inverse[r]`, or zero where `r` is
-//! not picked: one gather, one kernel on the CubeCL backends ([`crate::pick_rows::cube`]).
+//! not picked: one gather, one kernel on the CubeCL backends (its `cube.rs`).
 //! The forward is Burn's `select` (which fusion folds into the kernel that reads it); the
 //! gradient is the same, exactly, as `select`'s.
 
@@ -59,7 +59,7 @@ fn backward_composed<B: Backend>(
 
 impl PickRowsOp for burn::backend::Flex {}
 
-/// On the CubeCL backends the backward is one kernel ([`crate::pick_rows::cube`]).
+/// On the CubeCL backends the backward is one kernel (its `cube.rs`).
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl PickRowsOp for burn::backend::Cube {
     fn pick_rows_backward(
