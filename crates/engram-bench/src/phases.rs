@@ -1,5 +1,6 @@
 //! Where one training step's kernels go: one more, untimed step after `bench train`'s timed
-//! ones — the trainer's own step ([`engram_lora::step`]) run under an observer that syncs the
+//! ones — the trainer's own step ([`engram_lora::observed_gradients`], [`engram_lora::update`])
+//! run under an observer that syncs the
 //! device between its phases — forward (the loss), backward (the adapters' gradients), the clip
 //! factor, and the AdamW update — and counts the kernels each phase launched by kernel. The
 //! syncs keep fusion from merging work across phases, so the phases can add up to a little more
@@ -24,12 +25,11 @@ pub struct Phase {
     pub sequence: Vec<String>,
 }
 
-/// Syncs the device around each phase and counts the kernels it launched.
+/// Syncs the device around each phase and counts the kernels it launched (none are counted on
+/// a backend without kernel launches, the CPU).
 struct Counting {
     device: Device,
     phases: Vec<Phase>,
-    /// False on a backend without kernel launches (the CPU).
-    counted: bool,
 }
 
 impl StepObserver for Counting {
@@ -38,14 +38,13 @@ impl StepObserver for Counting {
         let counter = LaunchCounter::start(&self.device);
         let out = work();
         let _ = self.device.sync();
-        match counter {
-            Some(c) => self.phases.push(Phase {
+        if let Some(c) = counter {
+            self.phases.push(Phase {
                 name: phase.name(),
                 launches: c.launched(),
                 by_kernel: c.by_kernel(),
                 sequence: c.sequence(),
-            }),
-            None => self.counted = false,
+            });
         }
         out
     }
@@ -63,7 +62,6 @@ pub fn step_phases(
     let mut observer = Counting {
         device: model.device(),
         phases: Vec::new(),
-        counted: true,
     };
     let group = vec![(0..examples.len()).collect::<Vec<_>>()];
     let g = observed_gradients(
@@ -76,5 +74,6 @@ pub fn step_phases(
         &mut observer,
     );
     let model = update(optim, 1e-4, model, g.grads, &mut observer);
-    (model, observer.counted.then_some(observer.phases))
+    let phases = observer.phases;
+    (model, (!phases.is_empty()).then_some(phases))
 }

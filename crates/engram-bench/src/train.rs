@@ -151,19 +151,20 @@ pub fn train(a: &TrainBench, out: Out) -> Result<()> {
     let facts = engram_facts::read_facts(&a.facts)?;
     let work = tempfile::tempdir()?;
     // The peer reads an HF directory: the same checkpoint, written out (GGUF dequantized).
-    let peer = if a.peer.is_none() {
-        None
-    } else {
-        let ckpt = Checkpoint::open(&a.model)?;
-        let hf = work.path().join("hf");
-        engram_lora::merge_to_hf(
-            &ckpt,
-            None,
-            &hf,
-            engram_checkpoint::DEFAULT_SHARD_BYTES,
-            &burn::tensor::Device::flex(),
-        )?;
-        Some(hf)
+    let peer = match &a.peer {
+        Some(p) => {
+            let ckpt = Checkpoint::open(&a.model)?;
+            let hf = work.path().join("hf");
+            engram_lora::merge_to_hf(
+                &ckpt,
+                None,
+                &hf,
+                engram_checkpoint::DEFAULT_SHARD_BYTES,
+                &burn::tensor::Device::flex(),
+            )?;
+            Some((p, hf))
+        }
+        None => None,
     };
     say!(
         out,
@@ -191,9 +192,9 @@ pub fn train(a: &TrainBench, out: Out) -> Result<()> {
     );
     for &rank in &a.ranks {
         let ours = engram_run(a, rank, work.path())?;
-        let theirs = match (&peer, &a.peer) {
-            (Some(hf), Some(p)) => peer_run(a, p, hf, rank, work.path()),
-            _ => Err(anyhow::anyhow!("skipped (--peer-python none)")),
+        let theirs = match &peer {
+            Some((p, hf)) => peer_run(a, p, hf, rank, work.path()),
+            None => Err(anyhow::anyhow!("skipped (--peer-python none)")),
         };
         match &theirs {
             Ok(p) => say!(

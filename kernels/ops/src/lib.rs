@@ -6,7 +6,7 @@
 //! [`attention`] (scores, mask, softmax and the values' product, RoPE'd q/k inside it),
 //! [`rope`], [`swiglu`], [`norm`] (RMSNorm), [`cross_entropy`] (the labels' loss),
 //! [`pick_rows`] (the label rows' gather); `flat_gather` lays many matrices end to end in one
-//! launch. The CPU backend's inference takes one-pass host paths ([`cpu`]) and multiplies by GGUF
+//! launch. The CPU backend's inference takes one-pass host paths (each op's `cpu` module) and multiplies by GGUF
 //! blocks in place ([`cpu_matmul`], over `engram-kernels`' SIMD). Around them: opening a backend
 //! by name ([`device`]), CubeCL's persistent kernel cache and compile counting
 //! ([`kernel_cache`]), the kernel-launch counter the tests and benches read ([`launches`]), and
@@ -19,7 +19,7 @@
 mod seam;
 
 pub mod attention;
-pub mod cpu;
+mod cpu;
 pub mod cpu_matmul;
 pub mod cross_entropy;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
