@@ -25,12 +25,15 @@ pub fn judge_preset(value: &str) -> Result<(JudgePreset, PathBuf)> {
             },
             here,
         ),
-        file => {
-            let path = Path::new(file);
-            (
-                engram_experiments::parse_preset::<JudgePreset>(path)?,
-                path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-            )
-        }
+        file => preset_file(Path::new(file))?,
     })
+}
+
+/// The judge preset in the file `path` and the directory its relative paths start from (the
+/// file's own).
+pub fn preset_file(path: &Path) -> Result<(JudgePreset, PathBuf)> {
+    Ok((
+        engram_experiments::parse_preset::<JudgePreset>(path)?,
+        path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+    ))
 }

@@ -98,10 +98,7 @@ pub fn run(a: JudgeArgs) -> Result<()> {
         (None, None) => unreachable!("clap requires --answers or --calibrate"),
     };
     let (preset, base) = match &a.preset {
-        Some(path) => (
-            engram_experiments::parse_preset::<JudgePreset>(path)?,
-            path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-        ),
+        Some(path) => crate::judge_arg::preset_file(path)?,
         None => (flag_preset(&a), PathBuf::from(".")),
     };
     let judge = preset.build(&base, &a.cache)?;
