@@ -52,6 +52,7 @@ mod tests {
     /// The module (its CPU pass, `engram_ops::norm::cpu::rms_norm`) gives the ops' bits.
     #[test]
     fn the_module_gives_the_ops_bits() {
+        let _rng = crate::testing::train_lock();
         let device = Device::flex();
         device.seed(3);
         let random = |shape: Vec<usize>| {

@@ -249,6 +249,7 @@ mod tests {
     /// (`engram_ops::rope::cpu::rotary`): the ops' bits.
     #[test]
     fn apply_rotary_gives_the_ops_bits() {
+        let _rng = crate::testing::train_lock();
         let device = Device::flex();
         device.seed(4);
         let (b, t, h, d) = (3, 5, 4, 16);

@@ -26,7 +26,11 @@ pub fn f32_values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
 
 static TRAIN_LOCK: Mutex<()> = Mutex::new(());
 
-/// Held while a test trains (dropout draws from the process-global backend RNG).
+/// Held while a test trains (dropout draws from the process-global backend RNG), and by every
+/// test that seeds that RNG or draws from it where another test's seeded draws could follow:
+/// the harness runs a binary's tests on parallel threads, and `Backend::seed` sets one generator
+/// for the whole process, so a draw of one test landing between another's seed and its draws
+/// changes what that one draws.
 pub fn train_lock() -> MutexGuard<'static, ()> {
     TRAIN_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }

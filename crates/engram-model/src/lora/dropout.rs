@@ -151,6 +151,7 @@ mod tests {
 
     #[test]
     fn host_dropout_keeps_one_minus_p_scaled_and_follows_the_seed() {
+        let _rng = crate::testing::train_lock();
         let device = Device::flex().autodiff();
         let dropout = DropoutConfig::new(0.25).init();
         let x = Tensor::<2>::ones([64, 500], &device);
