@@ -4,6 +4,7 @@
 //! loss can be near zero while `generate()` still errs; the curve shows what the model answers.
 
 use engram_facts::Fact;
+use engram_io::Progress;
 use engram_judge::exact_match;
 use engram_lora::{EpochEval, TrainConfig};
 use engram_model::{AnswerConfig, Llama, answer_questions};
@@ -83,15 +84,35 @@ impl EpochEval for SampleExactMatch<'_> {
         if self.questions.is_empty() {
             return Err("no facts to ask".into());
         }
-        let got = answer_questions(model, self.tokenizer, &self.questions, &self.cfg, None)
-            .map_err(|e| e.to_string())?;
-        let hits = got
-            .iter()
-            .zip(&self.answers)
-            .filter(|(a, gold)| exact_match(&a.text, gold))
-            .count();
+        let hits = exact_match_hits(
+            model,
+            self.tokenizer,
+            &self.questions,
+            &self.answers,
+            &self.cfg,
+            None,
+        )
+        .map_err(|e| e.to_string())?;
         Ok(hits as f64 / self.questions.len() as f64)
     }
+}
+
+/// How many of `questions` `model` answers (greedily, with `cfg`) exactly as the gold answer
+/// at the same place in `golds` (the judge crate's one exact-match rule).
+pub fn exact_match_hits(
+    model: &Llama,
+    tokenizer: &ChatTokenizer,
+    questions: &[String],
+    golds: &[String],
+    cfg: &AnswerConfig,
+    progress: Option<&dyn Progress>,
+) -> engram_model::Result<usize> {
+    let got = answer_questions(model, tokenizer, questions, cfg, progress)?;
+    Ok(got
+        .iter()
+        .zip(golds)
+        .filter(|(a, gold)| exact_match(&a.text, gold))
+        .count())
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ mod table;
 
 pub use cells::{Cell, Method, expand as expand_cells};
 pub use corpus_facts::{FactsReady, prepare_facts};
-pub use curve::SampleExactMatch;
+pub use curve::{SampleExactMatch, exact_match_hits};
 pub use curve_plot::svg as curves_svg;
 pub use dry_run::dry_run;
 pub use enronqa::write::{EmailRow, write_parquet};

@@ -1,41 +1,90 @@
-//! The answers file: JSONL, one line per question — what `engram answer` writes and `engram
-//! judge` reads, defined once here.
+//! The answers file — JSONL, one line per question: what `engram answer` writes and `engram
+//! judge` reads, defined once here — and the verdicts file the judge writes.
 
 use std::path::Path;
 
 use serde::Serialize;
 
 use crate::error::{JudgeError, Result};
-use crate::verdict::JudgeItem;
+use crate::verdict::{JudgeItem, Verdict};
 
-/// One line of an answers file. `answer` is `null` (and `na` true) where the method does not
-/// apply (long context past the window).
+/// One line of an answers file: an answer, or — where the method does not apply (long context
+/// past the window) — `answer` `null` and `na` true; made by [`AnswerLine::answered`] or
+/// [`AnswerLine::not_applicable`], so that it is always one or the other.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnswerLine {
     /// The fact's id.
-    pub id: String,
+    id: String,
     /// The method that answered (`lora`, `long-context`, `rag`).
-    pub method: String,
+    method: String,
     /// The question asked.
-    pub question: String,
+    question: String,
     /// The gold answer.
-    pub gold: String,
+    gold: String,
     /// The answer, `None` where the method did not apply.
-    pub answer: Option<String>,
+    answer: Option<String>,
     /// Tokens generated.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<usize>,
+    tokens: Option<usize>,
     /// Whether the model ended the answer itself.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<bool>,
+    stopped: Option<bool>,
     /// Set where the method did not apply.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub na: Option<bool>,
+    na: Option<bool>,
+}
+
+impl AnswerLine {
+    /// The line of a question that `method` answered with `answer` (`tokens` generated;
+    /// `stopped`: the model ended it itself).
+    pub fn answered(
+        id: &str,
+        method: &str,
+        question: &str,
+        gold: &str,
+        answer: &str,
+        tokens: usize,
+        stopped: bool,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            method: method.into(),
+            question: question.into(),
+            gold: gold.into(),
+            answer: Some(answer.into()),
+            tokens: Some(tokens),
+            stopped: Some(stopped),
+            na: None,
+        }
+    }
+
+    /// The line of a question `method` does not apply to (long context past the window): no
+    /// answer, `na` set.
+    pub fn not_applicable(id: &str, method: &str, question: &str, gold: &str) -> Self {
+        Self {
+            id: id.into(),
+            method: method.into(),
+            question: question.into(),
+            gold: gold.into(),
+            answer: None,
+            tokens: None,
+            stopped: None,
+            na: Some(true),
+        }
+    }
 }
 
 /// Writes `lines` to `path` (atomically), one JSON object a line.
 pub fn write_answers(path: &Path, lines: &[AnswerLine]) -> Result<()> {
     engram_io::write_jsonl(path, lines).map_err(|e| JudgeError::Io {
+        path: e.path,
+        source: e.source,
+    })
+}
+
+/// Writes verdicts as JSONL (one [`Verdict`] a line, in order), atomically.
+pub fn write_verdicts(path: &Path, verdicts: &[Verdict]) -> Result<()> {
+    engram_io::write_jsonl(path, verdicts).map_err(|e| JudgeError::Io {
         path: e.path,
         source: e.source,
     })

@@ -10,8 +10,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::defaults::{DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
 use crate::error::{JudgeError, Result};
-use crate::verdict::{JudgeItem, Verdict};
+use crate::offline::{ExactMatchJudge, GoldRecallJudge, TokenF1Judge};
+use crate::verdict::{Judge, JudgeItem, Verdict};
 
 /// A human label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,6 +156,34 @@ pub fn calibrate(judge: &str, labels: &[LabelledAnswer], verdicts: &[Verdict]) -
     }
 }
 
+/// The chosen judge's calibration (`verdicts`, in the order of `labels`, from the judge named
+/// `judge`), then the offline judges' at their default thresholds — exact match, token F1, gold
+/// recall — each judging the labelled answers itself, so that a report shows how far the
+/// chosen judge improves on them. An offline judge that is the chosen one is not repeated.
+pub fn calibrate_with_offline(
+    judge: &str,
+    labels: &[LabelledAnswer],
+    verdicts: &[Verdict],
+) -> Result<Vec<Calibration>> {
+    let offline: [Box<dyn Judge>; 3] = [
+        Box::new(ExactMatchJudge),
+        Box::new(TokenF1Judge {
+            threshold: DEFAULT_F1_THRESHOLD,
+        }),
+        Box::new(GoldRecallJudge {
+            threshold: DEFAULT_RECALL_THRESHOLD,
+        }),
+    ];
+    let items: Vec<JudgeItem> = labels.iter().map(LabelledAnswer::item).collect();
+    let mut rows = vec![calibrate(judge, labels, verdicts)];
+    for j in offline {
+        if rows.iter().all(|r| r.judge != j.name()) {
+            rows.push(calibrate(&j.name(), labels, &j.judge(&items)?));
+        }
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +282,35 @@ mod tests {
         std::fs::write(&p, "\n").unwrap();
         let e = read_labels(&p).unwrap_err().to_string();
         assert!(e.contains("no labelled answers"), "{e}");
+    }
+
+    /// The chosen judge's row comes first, the three offline judges' follow (scored on the
+    /// labelled answers themselves), and an offline judge that was the chosen one is not
+    /// repeated.
+    #[test]
+    fn offline_judges_are_calibrated_beside_the_chosen_one() {
+        let mut labels = vec![labelled(0, Label::Correct), labelled(1, Label::Incorrect)];
+        labels[0].answer = "g".into();
+        let chosen = [verdict(0, Some(true)), verdict(1, Some(true))];
+        let rows = calibrate_with_offline("openai:m", &labels, &chosen).unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.judge.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "openai:m",
+                "offline:exact-match",
+                &format!("offline:token-f1>={DEFAULT_F1_THRESHOLD}"),
+                &format!("offline:gold-recall>={DEFAULT_RECALL_THRESHOLD}"),
+            ]
+        );
+        assert_eq!(rows[0].agreement, 0.5);
+        // "g" against gold "g" is right, "a" against "g" wrong: every offline judge agrees with
+        // both labels.
+        assert!(rows[1..].iter().all(|r| r.agreement == 1.0), "{rows:?}");
+        let again = ExactMatchJudge
+            .judge(&[labels[0].item(), labels[1].item()])
+            .unwrap();
+        let rows = calibrate_with_offline("offline:exact-match", &labels, &again).unwrap();
+        assert_eq!(rows.len(), 3);
     }
 }

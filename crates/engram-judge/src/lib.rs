@@ -21,9 +21,9 @@ mod protocol;
 mod template;
 mod verdict;
 
-pub use answers::{AnswerLine, read_answers, write_answers};
+pub use answers::{AnswerLine, read_answers, write_answers, write_verdicts};
 pub use cache::{JudgeCache, cache_key};
-pub use calibrate::{Calibration, LabelledAnswer, calibrate, read_labels};
+pub use calibrate::{Calibration, LabelledAnswer, calibrate, calibrate_with_offline, read_labels};
 pub use client::{AskError, ChatClient, ClientConfig, is_loopback};
 pub use defaults::{
     DEFAULT_BACKOFF, DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_MAX_RETRIES,

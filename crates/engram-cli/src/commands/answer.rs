@@ -175,19 +175,22 @@ pub fn run(a: AnswerArgs) -> Result<()> {
     }
     let lines: Vec<AnswerLine> = facts
         .iter()
+        .zip(&questions)
         .enumerate()
-        .map(|(i, f)| {
-            let ans = run.answers.as_ref().map(|a| &a[i]);
-            AnswerLine {
-                id: f.id.clone(),
-                method: name.into(),
-                question: questions[i].clone(),
-                gold: f.answer.clone(),
-                answer: ans.map(|a| a.text.clone()),
-                tokens: ans.map(|a| a.tokens),
-                stopped: ans.map(|a| a.stopped),
-                na: ans.is_none().then_some(true),
+        .map(|(i, (f, q))| match &run.answers {
+            Some(answers) => {
+                let ans = &answers[i];
+                AnswerLine::answered(
+                    &f.id,
+                    name,
+                    q,
+                    &f.answer,
+                    &ans.text,
+                    ans.tokens,
+                    ans.stopped,
+                )
             }
+            None => AnswerLine::not_applicable(&f.id, name, q, &f.answer),
         })
         .collect();
     write_answers(&a.out, &lines)?;

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use engram_judge::{
-    Calibration, Judge, JudgeItem, JudgePreset, LabelledAnswer, Verdict, VerdictFormat, calibrate,
-    read_answers, read_labels,
+    Calibration, Judge, JudgeItem, JudgePreset, LabelledAnswer, Verdict, VerdictFormat,
+    calibrate_with_offline, read_answers, read_labels, write_verdicts,
 };
 use engram_judge::{DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
 
@@ -103,12 +103,7 @@ pub fn run(a: JudgeArgs) -> Result<()> {
     };
     let judge = preset.build(&base, &a.cache)?;
     let verdicts = judge_all(judge.as_ref(), &items)?;
-    let mut out = String::new();
-    for v in &verdicts {
-        out.push_str(&serde_json::to_string(v)?);
-        out.push('\n');
-    }
-    engram_io::write_file(&a.out, out.as_bytes())?;
+    write_verdicts(&a.out, &verdicts)?;
     let judged = verdicts.iter().filter(|v| v.correct.is_some()).count();
     let correct = verdicts.iter().filter(|v| v.correct == Some(true)).count();
     let followed = verdicts.iter().filter(|v| v.follow_up.is_some()).count();
@@ -120,14 +115,7 @@ pub fn run(a: JudgeArgs) -> Result<()> {
         a.out.display()
     );
     if let Some(labels) = labels {
-        let mut rows = vec![calibrate(&judge.name(), &labels, &verdicts)];
-        for offline in offline_presets() {
-            let j = offline.build(&base, &a.cache)?;
-            if rows.iter().all(|r| r.judge != j.name()) {
-                let v = j.judge(&items)?;
-                rows.push(calibrate(&j.name(), &labels, &v));
-            }
-        }
+        let rows = calibrate_with_offline(&judge.name(), &labels, &verdicts)?;
         let path = a.out.with_extension("calibration.json");
         engram_io::write_file(&path, serde_json::to_string_pretty(&rows)?.as_bytes())?;
         print_calibration(&rows, &path);
@@ -167,19 +155,6 @@ fn flag_preset(a: &JudgeArgs) -> JudgePreset {
             verdict_format: a.verdict_format,
         },
     }
-}
-
-/// The offline judges at their defaults, calibrated beside the chosen judge.
-fn offline_presets() -> [JudgePreset; 3] {
-    [
-        JudgePreset::ExactMatch,
-        JudgePreset::TokenF1 {
-            threshold: DEFAULT_F1_THRESHOLD,
-        },
-        JudgePreset::GoldRecall {
-            threshold: DEFAULT_RECALL_THRESHOLD,
-        },
-    ]
 }
 
 fn print_calibration(rows: &[Calibration], path: &Path) {

@@ -7,12 +7,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use engram_experiments::SampleExactMatch;
 use engram_experiments::TrainingPreset;
+use engram_experiments::{SampleExactMatch, exact_match_hits};
 use engram_facts::{Fact, read_facts};
-use engram_judge::exact_match;
 use engram_lora::{AdapterCompute, BatchLayout, EpochEval, LoraError, Trainer};
-use engram_model::{AnswerConfig, LoraTarget, answer_questions};
+use engram_model::{AnswerConfig, LoraTarget};
 
 use crate::loaded::ModelArgs;
 use crate::progress::Bars;
@@ -264,15 +263,17 @@ pub fn run(a: TrainArgs) -> Result<()> {
             ("original", |f| &f.question),
             ("rephrased (trained)", |f| &f.rephrased_question),
         ];
+        let golds: Vec<String> = facts.iter().map(|f| f.answer.clone()).collect();
         for (label, pick) in which {
             let qs: Vec<String> = facts.iter().map(|f| pick(f).to_string()).collect();
-            let answers =
-                answer_questions(&done.model, &session.tokenizer, &qs, &cfg, Some(&bars))?;
-            let hits = answers
-                .iter()
-                .zip(&facts)
-                .filter(|(ans, f)| exact_match(&ans.text, &f.answer))
-                .count();
+            let hits = exact_match_hits(
+                &done.model,
+                &session.tokenizer,
+                &qs,
+                &golds,
+                &cfg,
+                Some(&bars),
+            )?;
             println!(
                 "exact match on {label} questions: {hits}/{} = {:.3}",
                 facts.len(),
