@@ -116,3 +116,24 @@ fn each_rule_drops_what_breaks_it_and_names_why() {
         }
     }
 }
+
+/// A settings file: the keys it gives, the defaults for the rest; an unknown key and an
+/// unreadable file are named with the file.
+#[test]
+fn filter_settings_read_from_a_file_name_a_bad_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("filter.toml");
+    std::fs::write(&path, "exact = false\n[near]\njaccard = 0.8\n").unwrap();
+    let cfg = FilterConfig::from_file(&path).unwrap();
+    assert!(!cfg.exact);
+    let near = cfg.near.expect("near given");
+    assert_eq!(near.jaccard, 0.8);
+    assert_eq!(near.bands, FilterConfig::default().near.unwrap().bands);
+    assert_eq!(cfg.quality, FilterConfig::default().quality);
+    std::fs::write(&path, "[near]\njacard = 0.8\n").unwrap();
+    let e = FilterConfig::from_file(&path).unwrap_err().to_string();
+    assert!(e.contains("filter.toml") && e.contains("jacard"), "{e}");
+    let missing = dir.path().join("absent.toml");
+    let e = FilterConfig::from_file(&missing).unwrap_err().to_string();
+    assert!(e.contains("absent.toml"), "{e}");
+}

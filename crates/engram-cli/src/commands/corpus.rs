@@ -110,11 +110,7 @@ fn run_ingest(a: IngestArgs) -> Result<()> {
 /// The filter settings: the defaults, the --config file, then the flags.
 fn settings(a: &FilterArgs) -> Result<FilterConfig> {
     let mut cfg = match &a.config {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| p.display().to_string())?;
-            toml::from_str(&text)
-                .with_context(|| format!("{}: bad filter settings", p.display()))?
-        }
+        Some(p) => FilterConfig::from_file(p)?,
         None => FilterConfig::default(),
     };
     if a.jaccard.is_some() || a.bands.is_some() || a.rows.is_some() || a.seed.is_some() {

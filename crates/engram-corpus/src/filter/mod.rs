@@ -59,6 +59,16 @@ impl Default for FilterConfig {
 }
 
 impl FilterConfig {
+    /// Reads a settings file (TOML, this type's keys, its tables `near`, `subset`, `quality`,
+    /// `language`; keys left out keep their defaults, an unknown key is named with the file).
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(CorpusError::io(path))?;
+        toml::from_str(&text).map_err(|e| CorpusError::Corpus {
+            path: path.to_path_buf(),
+            problem: format!("bad filter settings: {}", e.to_string().trim_end()),
+        })
+    }
+
     /// Names the first setting out of range.
     pub fn validate(&self) -> Result<()> {
         if let Some(n) = &self.near {
