@@ -90,8 +90,8 @@ pub fn cell_config(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Value {
         "judge": judge,
     });
     match cell.method {
-        Method::Lora { .. } => {
-            cfg["training"] = exp.training.outcome_settings();
+        Method::Lora { rank } => {
+            cfg["training"] = exp.training.outcome_settings(rank);
             // A further replicate trains with its own seed; the first keeps the configuration
             // (and so the hash) cells had before replicates existed.
             if cell.replicate > 0 {

@@ -6,13 +6,14 @@
 //! defaults of both live in those types, not here. The judge preset lives with the judges
 //! ([`JudgePreset`]).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use engram_lora::TrainConfig;
 use engram_model::{LoraConfig, LoraSettings};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Value, json};
 
 pub use engram_judge::JudgePreset;
 
@@ -54,6 +55,15 @@ pub struct TrainingPreset {
     /// Trainer settings (`epochs`, `lr`, `batch_size`, …, `max_grad_norm`, `seed`).
     #[serde(flatten)]
     pub train: TrainConfig,
+    /// Peak learning rates of particular ranks (`[lr_by_rank]`, e.g. `64 = 5e-4`): a rank listed
+    /// here trains at its own rate, every other rank at `lr`. For rank sweeps where the large
+    /// ranks need a smaller step than the small ones (EnronQA §6 trains every rank at one lr).
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "rank_lrs"
+    )]
+    pub lr_by_rank: BTreeMap<usize, f64>,
     /// Keep each LoRA cell's adapter under `work/` after the cell is done (its optimizer
     /// checkpoints are always removed then).
     #[serde(default = "yes")]
@@ -70,6 +80,7 @@ impl Default for TrainingPreset {
         Self {
             lora: LoraSettings::default(),
             train: TrainConfig::default(),
+            lr_by_rank: BTreeMap::new(),
             keep_adapters: true,
         }
     }
@@ -87,22 +98,67 @@ impl TrainingPreset {
         self.lora.at_rank(rank, self.train.seed)
     }
 
-    /// The settings that decide a LoRA cell's outcome, in a fixed key order (a cell's config
-    /// hash covers them): everything but how checkpoints and adapters are kept and how often
-    /// losses are read.
-    pub fn outcome_settings(&self) -> Value {
+    /// The peak learning rate of a rank: its `lr_by_rank` entry, else `lr`.
+    pub fn lr_at(&self, rank: usize) -> f64 {
+        self.lr_by_rank.get(&rank).copied().unwrap_or(self.train.lr)
+    }
+
+    /// The trainer settings at `rank` (`lr` is [`Self::lr_at`]).
+    pub fn train_config(&self, rank: usize) -> TrainConfig {
+        TrainConfig {
+            lr: self.lr_at(rank),
+            ..self.train.clone()
+        }
+    }
+
+    /// The settings that decide the outcome of a LoRA cell of `rank`, in a fixed key order (a
+    /// cell's config hash covers them): everything but how checkpoints and adapters are kept
+    /// and how often losses are read, with `lr` the rank's own ([`Self::lr_at`]), so that an
+    /// `lr_by_rank` entry changes the hash of that rank's cells only.
+    pub fn outcome_settings(&self, rank: usize) -> Value {
         let mut v = serde_json::to_value(self).expect("training preset serializes");
+        v["lr"] = json!(self.lr_at(rank));
         let o = v.as_object_mut().expect("object");
         for k in [
             "checkpoints",
             "keep_checkpoints",
             "log_every",
+            "lr_by_rank",
             "keep_adapters",
         ] {
             o.shift_remove(k);
         }
         v
     }
+}
+
+/// `[lr_by_rank]`: TOML keys are strings, so each must read as a rank (an integer ≥ 1) and
+/// each value as a learning rate (finite, > 0); a bad one is named.
+fn rank_lrs<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<BTreeMap<usize, f64>, D::Error> {
+    use serde::de::Error;
+    let raw = BTreeMap::<String, f64>::deserialize(d)?;
+    raw.into_iter()
+        .map(|(key, lr)| {
+            let rank = key
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&r| r > 0)
+                .ok_or_else(|| {
+                    D::Error::custom(format!(
+                        "lr_by_rank: `{key}` is not a rank (an integer ≥ 1, e.g. 64 = 5e-4)"
+                    ))
+                })?;
+            if !(lr.is_finite() && lr > 0.0) {
+                return Err(D::Error::custom(format!(
+                    "lr_by_rank: rank {rank} has learning rate {lr}; it must be finite and > 0"
+                )));
+            }
+            Ok((rank, lr))
+        })
+        .collect()
 }
 
 /// Parses `text` (the contents of `path`) as `T`, naming the file in any error.
@@ -188,7 +244,7 @@ mod tests {
     #[test]
     fn outcome_settings_keep_the_order_records_were_hashed_with() {
         let keys: Vec<String> = TrainingPreset::default()
-            .outcome_settings()
+            .outcome_settings(8)
             .as_object()
             .unwrap()
             .keys()
@@ -214,5 +270,37 @@ mod tests {
                 "max_len"
             ]
         );
+    }
+
+    #[test]
+    fn a_rank_of_its_own_lr_trains_at_it_and_changes_only_its_own_settings() {
+        let p = Path::new("t.toml");
+        let t: TrainingPreset = parse(p, "lr = 1e-3\n[lr_by_rank]\n64 = 5e-4\n").unwrap();
+        assert_eq!(t.lr_at(8), 1e-3);
+        assert_eq!(t.lr_at(64), 5e-4);
+        assert_eq!(t.train_config(64).lr, 5e-4);
+        assert_eq!(t.train_config(64).epochs, t.train.epochs);
+        let plain: TrainingPreset = parse(p, "lr = 1e-3\n").unwrap();
+        // Rank 8's settings (and so its cells' hashes) are those of the preset without the
+        // table; rank 64's differ in lr alone.
+        assert_eq!(t.outcome_settings(8), plain.outcome_settings(8));
+        let (a, b) = (t.outcome_settings(64), plain.outcome_settings(64));
+        assert_eq!(a["lr"], json!(5e-4));
+        assert_eq!(b["lr"], json!(1e-3));
+        let mut a = a;
+        a["lr"] = b["lr"].clone();
+        assert_eq!(a, b);
+        // Inline in an experiment's [override.training] as well.
+        let t: TrainingPreset = parse(p, "lr_by_rank = { 8 = 2e-3, 2048 = 1e-5 }\n").unwrap();
+        assert_eq!((t.lr_at(8), t.lr_at(2048), t.lr_at(64)), (2e-3, 1e-5, 1e-4));
+        for (text, named) in [
+            ("[lr_by_rank]\nr64 = 5e-4\n", "`r64` is not a rank"),
+            ("[lr_by_rank]\n0 = 5e-4\n", "`0` is not a rank"),
+            ("[lr_by_rank]\n64 = -1.0\n", "rank 64 has learning rate -1"),
+            ("[lr_by_rank]\n64 = \"fast\"\n", "fast"),
+        ] {
+            let e = parse::<TrainingPreset>(p, text).unwrap_err().to_string();
+            assert!(e.contains("t.toml") && e.contains(named), "{text}: {e}");
+        }
     }
 }

@@ -291,3 +291,38 @@ fn resampled_facts_give_every_method_a_run_per_replicate_on_facts_of_its_own() {
         "{e}"
     );
 }
+
+#[test]
+fn a_rank_of_its_own_lr_changes_that_rank_cells_alone() {
+    use engram_experiments::cell_config;
+    use engram_experiments::hash_json;
+    let t = Tree::new();
+    let load = |extra: &str| {
+        let text = format!(
+            "model = \"m\"\ntraining = \"t\"\njudge = \"j\"\n[facts]\nsource = \"jsonl\"\npath = \"facts.jsonl\"\nsizes = [2]\n\n[methods]\nlora_ranks = [4, 8]\nrag = false\nlong_context = false\n{extra}\n"
+        );
+        let p = t.write("experiments/x.toml", &text);
+        Experiment::load(&p, &default_configs_dir(&p))
+    };
+    let plain = load("").unwrap();
+    let own = load("[override.training]\nlr_by_rank = { 8 = 5e-4 }").unwrap();
+    let cells = expand(&own);
+    let ids: Vec<String> = cells.iter().map(|c| c.id()).collect();
+    assert_eq!(ids, ["n2-lora-r4", "n2-lora-r8"]);
+    let (pool, src) = load_pool(&own).unwrap();
+    let s = samples(&own, &pool, &src).unwrap();
+    let cfg = |e: &Experiment, i: usize| cell_config(e, &cells[i], s.of(&cells[i]));
+    assert_eq!(hash_json(&cfg(&own, 0)), hash_json(&cfg(&plain, 0)));
+    assert_ne!(hash_json(&cfg(&own, 1)), hash_json(&cfg(&plain, 1)));
+    assert_eq!(cfg(&own, 1)["training"]["lr"], 5e-4);
+    assert_eq!(cfg(&own, 0)["training"]["lr"], 1e-4);
+    assert_eq!(own.training.train_config(8).lr, 5e-4);
+
+    let e = load("[override.training]\nlr_by_rank = { r8 = 5e-4 }")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("x.toml") && e.contains("`r8` is not a rank"),
+        "{e}"
+    );
+}

@@ -55,7 +55,7 @@ pub struct TrainArgs {
     /// Epochs.
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Peak learning rate.
+    /// Peak learning rate (default: the preset's for --rank: its lr_by_rank entry, else lr).
     #[arg(long)]
     pub lr: Option<f64>,
     /// Examples per micro-batch.
@@ -155,6 +155,10 @@ impl TrainArgs {
             l.layers = self.layers.clone();
         }
         set(&mut t.epochs, self.epochs);
+        if self.lr.is_some() {
+            // --lr is every rank's, the preset's lr_by_rank included.
+            p.lr_by_rank.clear();
+        }
         set(&mut t.lr, self.lr);
         set(&mut t.batch_size, self.batch_size);
         set(&mut t.grad_accum, self.grad_accum);
@@ -207,7 +211,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
     let trainer = Trainer {
         tokenizer: &session.tokenizer,
         lora,
-        train: settings.train.clone(),
+        train: settings.train_config(a.rank),
         base_model: a.model.model.clone(),
     };
     eprintln!(

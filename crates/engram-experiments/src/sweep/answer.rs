@@ -72,7 +72,7 @@ pub fn train(
     let trainer = Trainer {
         tokenizer: &session.tokenizer,
         lora: preset.lora_config(rank),
-        train: preset.train,
+        train: preset.train_config(rank),
         base_model: exp.model_source(),
     };
     trainer
