@@ -158,6 +158,9 @@ pub trait AttentionCoreOp: Backend + RotaryOp {
     }
 }
 
+/// Attention's q, k and v.
+type Qkv<B> = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>);
+
 /// q, k and v from the projections' layout to the core's: heads first, q and k rotated, the
 /// query heads sharing a key/value head stacked (`q: [b, kv, groups · t, d]`).
 fn heads_first<B: Backend + RotaryOp>(
@@ -166,7 +169,7 @@ fn heads_first<B: Backend + RotaryOp>(
     v: FloatTensor<B>,
     cos: FloatTensor<B>,
     sin: FloatTensor<B>,
-) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+) -> Qkv<B> {
     let (b, t, kv) = (q.shape()[0], q.shape()[1], k.shape()[2]);
     let (q, k, v) = B::rotary_qkv_heads_first(q, k, v, cos, sin);
     (group::<B>(q, b, kv, t), k, v)
@@ -181,7 +184,7 @@ fn joined_heads_first<B: Backend + RotaryOp>(
     cos: FloatTensor<B>,
     sin: FloatTensor<B>,
     delta_scale: f64,
-) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+) -> Qkv<B> {
     let (b, t, kv) = (q.shape()[0], q.shape()[1], k.shape()[2]);
     let (q, k, v) = B::rotary_qkv_from_base_heads_first(base, q, k, v, cos, sin, delta_scale);
     (group::<B>(q, b, kv, t), k, v)
@@ -394,35 +397,15 @@ impl<B: AttentionCoreOp, C: CheckpointStrategy> AttentionCoreOp for Autodiff<B, 
         heads: usize,
         scale: f64,
     ) -> FloatTensor<Self> {
-        let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
-        match AttentionRopeBackward
-            .prepare::<C>([q.node(), k.node(), v.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let (q, k, v) = heads_first::<B>(
-                    q.into_primitive(),
-                    k.into_primitive(),
-                    v.into_primitive(),
-                    cos.clone(),
-                    sin.clone(),
-                );
-                let (out, probs) =
-                    forward_parts::<B>(q.clone(), k.clone(), v.clone(), mask.clone(), heads, scale);
-                prep.finish(((q, k, v, probs, mask, heads, scale), cos, sin), out)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::attention_rope(
-                q.into_primitive(),
-                k.into_primitive(),
-                v.into_primitive(),
-                cos,
-                sin,
-                mask,
-                heads,
-                scale,
-            )),
-        }
+        let tables = (cos.into_primitive(), sin.into_primitive(), mask);
+        rope_node::<B, C, _, 3>(
+            AttentionRopeBackward,
+            [q, k, v],
+            tables,
+            (heads, scale),
+            |[q, k, v], cos, sin| heads_first::<B>(q, k, v, cos, sin),
+            |[q, k, v], cos, sin, mask| B::attention_rope(q, k, v, cos, sin, mask, heads, scale),
+        )
     }
 
     fn attention_rope_joined(
@@ -437,43 +420,57 @@ impl<B: AttentionCoreOp, C: CheckpointStrategy> AttentionCoreOp for Autodiff<B, 
         scale: f64,
         delta_scale: f64,
     ) -> FloatTensor<Self> {
-        let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
         let node = AttentionRopeJoinedBackward {
             delta_scale,
             delta_dtype: q.dtype(),
         };
-        match node
-            .prepare::<C>([base.node(), q.node(), k.node(), v.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let (q, k, v) = joined_heads_first::<B>(
-                    base.into_primitive(),
-                    q.into_primitive(),
-                    k.into_primitive(),
-                    v.into_primitive(),
-                    cos.clone(),
-                    sin.clone(),
-                    delta_scale,
-                );
-                let (out, probs) =
-                    forward_parts::<B>(q.clone(), k.clone(), v.clone(), mask.clone(), heads, scale);
-                prep.finish(((q, k, v, probs, mask, heads, scale), cos, sin), out)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::attention_rope_joined(
-                base.into_primitive(),
-                q.into_primitive(),
-                k.into_primitive(),
-                v.into_primitive(),
-                cos,
-                sin,
-                mask,
-                heads,
-                scale,
-                delta_scale,
-            )),
+        let tables = (cos.into_primitive(), sin.into_primitive(), mask);
+        rope_node::<B, C, _, 4>(
+            node,
+            [base, q, k, v],
+            tables,
+            (heads, scale),
+            |[base, q, k, v], cos, sin| {
+                joined_heads_first::<B>(base, q, k, v, cos, sin, delta_scale)
+            },
+            |[base, q, k, v], cos, sin, mask| {
+                B::attention_rope_joined(base, q, k, v, cos, sin, mask, heads, scale, delta_scale)
+            },
+        )
+    }
+}
+
+/// The autodiff arms of both RoPE attention ops, written once: tracked, `first` lays the inputs
+/// out heads first (rotating q and k) and the core runs keeping what `node`'s backward reads;
+/// untracked, the inner backend's own op (`eager`: its kernel where it has one).
+fn rope_node<B, C, N, const P: usize>(
+    node: N,
+    inputs: [FloatTensor<Autodiff<B, C>>; P],
+    (cos, sin, mask): (FloatTensor<B>, FloatTensor<B>, BoolTensor<B>),
+    (heads, scale): (usize, f64),
+    first: impl FnOnce([FloatTensor<B>; P], FloatTensor<B>, FloatTensor<B>) -> Qkv<B>,
+    eager: impl FnOnce(
+        [FloatTensor<B>; P],
+        FloatTensor<B>,
+        FloatTensor<B>,
+        BoolTensor<B>,
+    ) -> FloatTensor<B>,
+) -> FloatTensor<Autodiff<B, C>>
+where
+    B: AttentionCoreOp,
+    C: CheckpointStrategy,
+    N: Backward<B, P, State = RopeState<B>>,
+{
+    let prep = node.prepare::<C>(inputs.each_ref().map(|x| x.node()));
+    let inputs = inputs.map(|x| x.into_primitive());
+    match prep.compute_bound().stateful() {
+        OpsKind::Tracked(prep) => {
+            let (q, k, v) = first(inputs, cos.clone(), sin.clone());
+            let (out, probs) =
+                forward_parts::<B>(q.clone(), k.clone(), v.clone(), mask.clone(), heads, scale);
+            prep.finish(((q, k, v, probs, mask, heads, scale), cos, sin), out)
         }
+        OpsKind::UnTracked(prep) => prep.finish(eager(inputs, cos, sin, mask)),
     }
 }
 
