@@ -25,13 +25,14 @@ use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::backend::tensor::{BoolTensor, FloatTensor};
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Bool, DType, Shape, Tensor};
 
 use crate::rope::RotaryOp;
+use crate::seam::autodiff_node;
 
 /// Query/key/value layout: `q: [b, kv, groups · t, d]`, `k`, `v: [b, kv, s, d]`, mask
 /// `[b, 1, t, s]`; `heads = kv · groups`.
@@ -362,29 +363,17 @@ impl<B: AttentionCoreOp, C: CheckpointStrategy> AttentionCoreOp for Autodiff<B, 
         heads: usize,
         scale: f64,
     ) -> FloatTensor<Self> {
-        match AttentionCoreBackward
-            .prepare::<C>([q.node(), k.node(), v.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let (q, k, v) = (q.into_primitive(), k.into_primitive(), v.into_primitive());
+        autodiff_node::<C, _, _, _, _>(
+            AttentionCoreBackward,
+            [q, k, v],
+            mask,
+            |[q, k, v], mask| {
                 let (out, probs) =
                     forward_parts::<B>(q.clone(), k.clone(), v.clone(), mask.clone(), heads, scale);
-                prep.finish((q, k, v, probs, mask, heads, scale), out)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(
-                forward_parts::<B>(
-                    q.into_primitive(),
-                    k.into_primitive(),
-                    v.into_primitive(),
-                    mask,
-                    heads,
-                    scale,
-                )
-                .0,
-            ),
-        }
+                ((q, k, v, probs, mask, heads, scale), out)
+            },
+            |[q, k, v], mask| forward_parts::<B>(q, k, v, mask, heads, scale).0,
+        )
     }
 
     fn attention_rope(
@@ -440,7 +429,7 @@ impl<B: AttentionCoreOp, C: CheckpointStrategy> AttentionCoreOp for Autodiff<B, 
     }
 }
 
-/// The autodiff arms of both RoPE attention ops, written once: tracked, `first` lays the inputs
+/// Both RoPE attention ops under autodiff ([`autodiff_node`]): tracked, `first` lays the inputs
 /// out heads first (rotating q and k) and the core runs keeping what `node`'s backward reads;
 /// untracked, the inner backend's own op (`eager`: its kernel where it has one).
 fn rope_node<B, C, N, const P: usize>(
@@ -461,17 +450,18 @@ where
     C: CheckpointStrategy,
     N: Backward<B, P, State = RopeState<B>>,
 {
-    let prep = node.prepare::<C>(inputs.each_ref().map(|x| x.node()));
-    let inputs = inputs.map(|x| x.into_primitive());
-    match prep.compute_bound().stateful() {
-        OpsKind::Tracked(prep) => {
+    autodiff_node::<C, _, _, _, _>(
+        node,
+        inputs,
+        (cos, sin, mask),
+        |inputs, (cos, sin, mask)| {
             let (q, k, v) = first(inputs, cos.clone(), sin.clone());
             let (out, probs) =
                 forward_parts::<B>(q.clone(), k.clone(), v.clone(), mask.clone(), heads, scale);
-            prep.finish(((q, k, v, probs, mask, heads, scale), cos, sin), out)
-        }
-        OpsKind::UnTracked(prep) => prep.finish(eager(inputs, cos, sin, mask)),
-    }
+            (((q, k, v, probs, mask, heads, scale), cos, sin), out)
+        },
+        |inputs, (cos, sin, mask)| eager(inputs, cos, sin, mask),
+    )
 }
 
 on_dispatch! {

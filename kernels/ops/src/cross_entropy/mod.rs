@@ -25,10 +25,12 @@ mod cube;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
+use burn::backend::autodiff::ops::{Backward, Ops, unary};
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
 use burn::tensor::{IndexingUpdateOp, Int, Shape, Tensor};
+
+use crate::seam::autodiff_node;
 
 /// The loss's forward pieces: `(loss, log p)`; `targets` is `[n, 1]`. The picked `log p` are
 /// summed whole (`sum`), or `by_rows` as a reduction over the rows (`sum_dim`), which Burn's
@@ -169,20 +171,16 @@ impl<B: Backend + LabelNllOp, C: CheckpointStrategy> LabelNllOp for Autodiff<B, 
         normalizer: f64,
     ) -> FloatTensor<Self> {
         let dtype = FloatDType::from(logits.dtype());
-        match LabelNllBackward
-            .prepare::<C>([logits.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let (loss, logp) =
-                    B::label_nll_parts(logits.into_primitive(), targets.clone(), normalizer);
-                prep.finish((logp, targets, normalizer, dtype), loss)
-            }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(B::label_nll(logits.into_primitive(), targets, normalizer))
-            }
-        }
+        autodiff_node::<C, _, _, _, _>(
+            LabelNllBackward,
+            [logits],
+            targets,
+            |[logits], targets| {
+                let (loss, logp) = B::label_nll_parts(logits, targets.clone(), normalizer);
+                ((logp, targets, normalizer, dtype), loss)
+            },
+            |[logits], targets| B::label_nll(logits, targets, normalizer),
+        )
     }
 }
 

@@ -20,10 +20,12 @@ pub mod cpu;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, binary};
+use burn::backend::autodiff::ops::{Backward, Ops, binary};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
 use burn::tensor::{DType, Shape, Tensor};
+
+use crate::seam::autodiff_node;
 
 /// The norm's forward pieces: `(y, r)` with `r = (mean(x²) + ε)^-½` per row, `[.., 1]`, f32.
 fn forward_parts<B: Backend>(
@@ -110,20 +112,16 @@ impl<B: Backend> Backward<B, 2> for RmsNormBackward {
 
 impl<B: Backend, C: CheckpointStrategy> RmsNormOp for Autodiff<B, C> {
     fn rms_norm(x: FloatTensor<Self>, w: FloatTensor<Self>, eps: f64) -> FloatTensor<Self> {
-        match RmsNormBackward
-            .prepare::<C>([x.node(), w.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let (xp, wp) = (x.into_primitive(), w.into_primitive());
-                let (y, r) = forward_parts::<B>(xp.clone(), wp.clone(), eps);
-                prep.finish((xp, wp, r), y)
-            }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(forward_parts::<B>(x.into_primitive(), w.into_primitive(), eps).0)
-            }
-        }
+        autodiff_node::<C, _, _, _, _>(
+            RmsNormBackward,
+            [x, w],
+            (),
+            |[x, w], ()| {
+                let (y, r) = forward_parts::<B>(x.clone(), w.clone(), eps);
+                ((x, w, r), y)
+            },
+            |[x, w], ()| forward_parts::<B>(x, w, eps).0,
+        )
     }
 }
 

@@ -15,10 +15,12 @@ mod cube;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
+use burn::backend::autodiff::ops::{Backward, Ops, unary};
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, Backend, TensorMetadata, backend_extension};
 use burn::tensor::{IndexingUpdateOp, Int, Shape, Tensor};
+
+use crate::seam::autodiff_node;
 
 /// Picking rows that are each picked at most once (see the module docs).
 #[backend_extension(Flex, Cube: cfg(any(feature = "wgpu", feature = "cuda")), Autodiff)]
@@ -96,17 +98,16 @@ impl<B: Backend + PickRowsOp, C: CheckpointStrategy> PickRowsOp for Autodiff<B, 
         at: IntTensor<Self>,
         inverse: IntTensor<Self>,
     ) -> FloatTensor<Self> {
-        match PickRowsBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let picked = B::pick_rows(x.into_primitive(), at.clone(), inverse.clone());
-                prep.finish((at, inverse), picked)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::pick_rows(x.into_primitive(), at, inverse)),
-        }
+        autodiff_node::<C, _, _, _, _>(
+            PickRowsBackward,
+            [x],
+            (at, inverse),
+            |[x], (at, inverse)| {
+                let picked = B::pick_rows(x, at.clone(), inverse.clone());
+                ((at, inverse), picked)
+            },
+            |[x], (at, inverse)| B::pick_rows(x, at, inverse),
+        )
     }
 }
 

@@ -20,10 +20,12 @@ mod cube;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
+use burn::backend::autodiff::ops::{Backward, Ops, unary};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
 use burn::tensor::{Shape, Slice, Tensor};
+
+use crate::seam::autodiff_node;
 
 /// `F(x)`: the two halves of each head's last dimension swapped (`[b, t, h, d]`).
 fn swap_halves<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
@@ -450,17 +452,16 @@ fn tracked<B: Backend + RotaryOp, C: CheckpointStrategy>(
             B::rotary(x, cos, sin)
         }
     };
-    match (RotaryBackward { heads_first })
-        .prepare::<C>([x.node()])
-        .compute_bound()
-        .stateful()
-    {
-        OpsKind::Tracked(prep) => {
-            let y = rotate(x.into_primitive(), cos.clone(), sin.clone());
-            prep.finish((cos, sin), y)
-        }
-        OpsKind::UnTracked(prep) => prep.finish(rotate(x.into_primitive(), cos, sin)),
-    }
+    autodiff_node::<C, _, _, _, _>(
+        RotaryBackward { heads_first },
+        [x],
+        (cos, sin),
+        |[x], (cos, sin)| {
+            let y = rotate(x, cos.clone(), sin.clone());
+            ((cos, sin), y)
+        },
+        |[x], (cos, sin)| rotate(x, cos, sin),
+    )
 }
 
 impl<B: Backend + RotaryOp, C: CheckpointStrategy> RotaryOp for Autodiff<B, C> {

@@ -24,10 +24,12 @@ use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
 use burn::tensor::{Slice, Tensor};
+
+use crate::seam::autodiff_node;
 
 /// `base`'s two halves along the last axis plus `scale` times `g` and `u` (each product cast
 /// to `base`'s dtype after its scale, as an adapter's delta is): `(base_g + s·g, base_u + s·u)`.
@@ -190,27 +192,16 @@ impl<B: Backend + SwigluOp, C: CheckpointStrategy> SwigluOp for Autodiff<B, C> {
         u: FloatTensor<Self>,
         scale: f64,
     ) -> FloatTensor<Self> {
-        match (SwigluBackward { scale })
-            .prepare::<C>([base.node(), g.node(), u.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let (base, g, u) = (
-                    base.into_primitive(),
-                    g.into_primitive(),
-                    u.into_primitive(),
-                );
+        autodiff_node::<C, _, _, _, _>(
+            SwigluBackward { scale },
+            [base, g, u],
+            (),
+            |[base, g, u], ()| {
                 let h = B::swiglu_joined(base.clone(), g.clone(), u.clone(), scale);
-                prep.finish((base, g, u), h)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::swiglu_joined(
-                base.into_primitive(),
-                g.into_primitive(),
-                u.into_primitive(),
-                scale,
-            )),
-        }
+                ((base, g, u), h)
+            },
+            |[base, g, u], ()| B::swiglu_joined(base, g, u, scale),
+        )
     }
 }
 
