@@ -119,7 +119,12 @@ fn llama_cpp_applies_the_exported_adapter_as_engram_does() {
     let base = Llama::load(&ckpt, WeightDType::F32, &Device::flex()).unwrap();
     // Random factors under rsLoRA's scaling (alpha / √r, 2.8 × alpha / r here): the alpha
     // llama.cpp is given must make its alpha / r that scaling.
-    let random = engram_testkit::random_adapters(base.clone(), 8, 11);
+    // Seeded draws from the CPU backend's process-wide generator, which the other tests here
+    // draw from too: under the lock, or the adapter differs from run to run.
+    let random = {
+        let _rng = engram_testkit::train_lock();
+        engram_testkit::random_adapters(base.clone(), 8, 11)
+    };
     let config = LoraConfig::new(8)
         .with_dropout(0.0)
         .with_init_seed(3)
@@ -263,7 +268,10 @@ fn llama_cpp_applies_the_exported_adapter_as_engram_does() {
 fn an_adapter_for_another_base_is_named_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let (tiny, _) = engram_testkit::tiny(false);
-    let adapted = engram_testkit::random_adapters(tiny, 4, 1);
+    let adapted = {
+        let _rng = engram_testkit::train_lock();
+        engram_testkit::random_adapters(tiny, 4, 1)
+    };
     let adapter_dir = dir.path().join("adapter");
     PeftAdapter::from_model(&adapted, &LoraConfig::new(4), None)
         .save(&adapter_dir)
@@ -355,7 +363,10 @@ fn qwen_through_llama_cpp(python: &str, family: &str) {
     eprintln!("{family} base: engram vs llama.cpp {m:.2e} mean, {d:.2e} max");
     assert!(d < TIGHT, "{family} base: {m} mean, {d} max");
 
-    let random = engram_testkit::random_adapters(base.clone(), 4, 5);
+    let random = {
+        let _rng = engram_testkit::train_lock();
+        engram_testkit::random_adapters(base.clone(), 4, 5)
+    };
     let config = LoraConfig::new(4).with_dropout(0.0).with_init_seed(2);
     let adapter = PeftAdapter::from_model(&random, &config, None);
     let adapted = adapter.apply(base.clone()).unwrap();

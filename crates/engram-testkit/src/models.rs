@@ -175,7 +175,9 @@ pub fn small_random(seed: u64) -> (Llama, ChatTokenizer, tempfile::TempDir) {
 
 /// `model` with rank-`rank` adapters on every linear layer whose `B` is random too (`N(0, 0.05)`
 /// from the device RNG seeded with `seed`; a zero `B` would leave `A`'s gradients zero and a
-/// comparison half empty), dropout off.
+/// comparison half empty), dropout off. On the CPU backend that generator is the process's:
+/// hold [`train_lock`](crate::train_lock) around the call where other tests of the binary draw
+/// too, or the draws interleave and the adapter changes from run to run.
 pub fn random_adapters(model: Llama, rank: usize, seed: u64) -> Llama {
     use burn::tensor::{Distribution, Tensor};
     let mut model = model
