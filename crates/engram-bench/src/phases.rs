@@ -1,10 +1,9 @@
 //! Where one training step's kernels go: one more, untimed step after `bench train`'s timed
 //! ones — the trainer's own step ([`engram_lora::observed_gradients`], [`engram_lora::update`])
-//! run under an observer that syncs the
-//! device between its phases — forward (the loss), backward (the adapters' gradients), the clip
-//! factor, and the AdamW update — and counts the kernels each phase launched by kernel. The
-//! syncs keep fusion from merging work across phases, so the phases can add up to a little more
-//! than a step's count without them.
+//! run under an observer that syncs the device between its phases — forward (the loss),
+//! backward (the adapters' gradients), the clip factor, and the AdamW update — and counts the
+//! kernels each phase launched by kernel. The syncs keep fusion from merging work across
+//! phases, so the phases can add up to a little more than a step's count without them.
 
 use burn::tensor::Device;
 use engram_lora::AdamW;

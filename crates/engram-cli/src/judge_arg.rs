@@ -6,27 +6,16 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use engram_judge::JudgePreset;
-use engram_judge::{DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
 
 /// The preset `value` names and the directory its relative paths start from.
 pub fn judge_preset(value: &str) -> Result<(JudgePreset, PathBuf)> {
-    let here = PathBuf::from(".");
-    Ok(match value {
-        "exact-match" => (JudgePreset::ExactMatch, here),
-        "token-f1" => (
-            JudgePreset::TokenF1 {
-                threshold: DEFAULT_F1_THRESHOLD,
-            },
-            here,
-        ),
-        "gold-recall" => (
-            JudgePreset::GoldRecall {
-                threshold: DEFAULT_RECALL_THRESHOLD,
-            },
-            here,
-        ),
-        file => preset_file(Path::new(file))?,
-    })
+    match JudgePreset::offline_defaults()
+        .into_iter()
+        .find(|(name, _)| *name == value)
+    {
+        Some((_, offline)) => Ok((offline, PathBuf::from("."))),
+        None => preset_file(Path::new(value)),
+    }
 }
 
 /// The judge preset in the file `path` and the directory its relative paths start from (the

@@ -10,10 +10,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::defaults::{DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
 use crate::error::{JudgeError, Result};
-use crate::offline::{ExactMatchJudge, GoldRecallJudge, TokenF1Judge};
-use crate::verdict::{Judge, JudgeItem, Verdict};
+use crate::preset::JudgePreset;
+use crate::verdict::{JudgeItem, Verdict};
 
 /// A human label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,18 +164,11 @@ pub fn calibrate_with_offline(
     labels: &[LabelledAnswer],
     verdicts: &[Verdict],
 ) -> Result<Vec<Calibration>> {
-    let offline: [Box<dyn Judge>; 3] = [
-        Box::new(ExactMatchJudge),
-        Box::new(TokenF1Judge {
-            threshold: DEFAULT_F1_THRESHOLD,
-        }),
-        Box::new(GoldRecallJudge {
-            threshold: DEFAULT_RECALL_THRESHOLD,
-        }),
-    ];
     let items: Vec<JudgeItem> = labels.iter().map(LabelledAnswer::item).collect();
     let mut rows = vec![calibrate(judge, labels, verdicts)];
-    for j in offline {
+    for (_, offline) in JudgePreset::offline_defaults() {
+        // An offline judge reads no file: the paths `build` takes are not used.
+        let j = offline.build(Path::new("."), Path::new("."))?;
         if rows.iter().all(|r| r.judge != j.name()) {
             rows.push(calibrate(&j.name(), labels, &j.judge(&items)?));
         }
@@ -187,6 +179,9 @@ pub fn calibrate_with_offline(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::defaults::{DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
+    use crate::offline::ExactMatchJudge;
+    use crate::verdict::Judge;
 
     fn labelled(i: usize, label: Label) -> LabelledAnswer {
         LabelledAnswer {

@@ -70,6 +70,26 @@ pub enum JudgePreset {
 }
 
 impl JudgePreset {
+    /// The offline judges at their default thresholds, each with the name `--judge` takes for
+    /// it: `exact-match`, `token-f1`, `gold-recall`.
+    pub fn offline_defaults() -> [(&'static str, JudgePreset); 3] {
+        [
+            ("exact-match", JudgePreset::ExactMatch),
+            (
+                "token-f1",
+                JudgePreset::TokenF1 {
+                    threshold: DEFAULT_F1_THRESHOLD,
+                },
+            ),
+            (
+                "gold-recall",
+                JudgePreset::GoldRecall {
+                    threshold: DEFAULT_RECALL_THRESHOLD,
+                },
+            ),
+        ]
+    }
+
     /// The LLM judge's prompt file, relative paths taken from `base` (the preset's directory).
     pub fn prompt_path(&self, base: &Path) -> Option<std::path::PathBuf> {
         match self {

@@ -6,11 +6,12 @@
 //! [`attention`] (scores, mask, softmax and the values' product, RoPE'd q/k inside it),
 //! [`rope`], [`swiglu`], [`norm`] (RMSNorm), [`cross_entropy`] (the labels' loss),
 //! [`pick_rows`] (the label rows' gather); `flat_gather` lays many matrices end to end in one
-//! launch. The CPU backend's inference takes one-pass host paths (each op's `cpu` module) and multiplies by GGUF
-//! blocks in place ([`cpu_matmul`], over `engram-kernels`' SIMD). Around them: opening a backend
-//! by name ([`device`]), CubeCL's persistent kernel cache and compile counting
-//! ([`kernel_cache`]), the kernel-launch counter the tests and benches read ([`launches`]), and
-//! the registration of hand-written kernels with Burn's fusion stream (`cube_op`).
+//! launch. The CPU backend's inference takes one-pass host paths (each op's `cpu` module) and
+//! multiplies by GGUF blocks in place ([`cpu_matmul`], over `engram-kernels`' SIMD). Around
+//! them: opening a backend by name ([`device`]), CubeCL's persistent kernel cache and compile
+//! counting ([`kernel_cache`]), the kernel-launch counter the tests and benches read
+//! ([`launches`]), and the registration of hand-written kernels with Burn's fusion stream
+//! (`cube_op`).
 //!
 //! The numerics are transformers' (each op's docs say in which order it computes); the model
 //! that uses them is engram-model's.
