@@ -1,12 +1,12 @@
 //! The GPU compile work, shown: while CubeCL compiles kernels a live line on the terminal
 //! ("compiling GPU kernels: 120, 34 s — cached for next time"), plain lines every
-//! [`PLAIN_EVERY`] in batch logs; at the end of the command one summary line
-//! ([`engram_model::kernel_cache::summary`]) and any kernel-cache warning, once.
+//! [`PLAIN_EVERY`] in batch logs; at the end of the command one summary line (the
+//! [`engram_model::kernel_cache::summary`]) and any kernel-cache warning, once.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use engram_model::kernel_cache::{self, CompileActivity, CompileSummary};
+use engram_model::kernel_cache;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// How often the watcher looks at the counts.
@@ -22,18 +22,6 @@ pub fn watch() {
     let _ = std::thread::Builder::new()
         .name("compile-line".into())
         .spawn(move || watcher(terminal));
-}
-
-fn live_text(a: &CompileActivity) -> String {
-    let cached = match kernel_cache::state().and_then(|s| s.database.as_ref()) {
-        Some(_) => "cached for next time",
-        None => "no kernel cache",
-    };
-    format!(
-        "compiling GPU kernels: {}, {:.0} s — {cached}",
-        a.compiled,
-        a.since_first.unwrap_or_default().as_secs_f64()
-    )
 }
 
 fn watcher(terminal: bool) {
@@ -62,7 +50,7 @@ fn watcher(terminal: bool) {
                     b.enable_steady_tick(Duration::from_millis(120));
                     b
                 });
-                b.set_message(live_text(&a));
+                b.set_message(a.live_line());
             } else if a.since_last.is_none_or(|d| d >= IDLE)
                 && let Some(b) = bar.take()
             {
@@ -70,7 +58,7 @@ fn watcher(terminal: bool) {
                 shown = a.compiled;
             }
         } else if busy && last_plain.is_none_or(|t| t.elapsed() >= PLAIN_EVERY) {
-            eprintln!("{}", live_text(&a));
+            eprintln!("{}", a.live_line());
             last_plain = Some(std::time::Instant::now());
         }
     }
@@ -79,48 +67,5 @@ fn watcher(terminal: bool) {
 /// The end-of-command line, where a GPU backend was used: `None` otherwise.
 pub fn summary_line() -> Option<String> {
     kernel_cache::state()?;
-    Some(describe(&kernel_cache::summary()))
-}
-
-/// `s` for people.
-pub fn describe(s: &CompileSummary) -> String {
-    let seconds = s
-        .compile_seconds
-        .map_or(String::new(), |t| format!(" in {t:.1} s"));
-    let loaded = s
-        .kernels_loaded
-        .map_or(String::new(), |n| format!(", {n} loaded from the cache"));
-    let cache = s.cache.as_ref().map_or("no kernel cache".to_string(), |p| {
-        format!("cache {}", p.display())
-    });
-    format!(
-        "GPU kernels: {} compiled{seconds}{loaded}, {} autotune decisions ({cache})",
-        s.kernels_compiled, s.autotune_decisions
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_summary_reads_as_a_sentence() {
-        let s = CompileSummary {
-            kernels_compiled: 463,
-            compile_seconds: Some(93.04),
-            kernels_loaded: Some(2),
-            autotune_decisions: 36,
-            cache: Some("/c/engram-0.1.0.db".into()),
-        };
-        assert_eq!(
-            describe(&s),
-            "GPU kernels: 463 compiled in 93.0 s, 2 loaded from the cache, 36 autotune \
-             decisions (cache /c/engram-0.1.0.db)"
-        );
-        let none = CompileSummary::default();
-        assert_eq!(
-            describe(&none),
-            "GPU kernels: 0 compiled, 0 autotune decisions (no kernel cache)"
-        );
-    }
+    Some(kernel_cache::summary().to_string())
 }

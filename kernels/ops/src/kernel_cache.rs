@@ -371,6 +371,22 @@ pub struct CompileActivity {
     pub since_last: Option<Duration>,
 }
 
+impl CompileActivity {
+    /// The live line shown while kernels compile: "compiling GPU kernels: 120, 34 s — cached
+    /// for next time".
+    pub fn live_line(&self) -> String {
+        let cached = match state().and_then(|s| s.database.as_ref()) {
+            Some(_) => "cached for next time",
+            None => "no kernel cache",
+        };
+        format!(
+            "compiling GPU kernels: {}, {:.0} s — {cached}",
+            self.compiled,
+            self.since_first.unwrap_or_default().as_secs_f64()
+        )
+    }
+}
+
 /// What has been compiled so far: cheap, for a live line.
 pub fn activity() -> CompileActivity {
     let c = counts();
@@ -397,6 +413,25 @@ pub struct CompileSummary {
     pub autotune_decisions: u64,
     /// The kernel cache's database, `None` without one.
     pub cache: Option<PathBuf>,
+}
+
+impl std::fmt::Display for CompileSummary {
+    /// The summary for people: "GPU kernels: 463 compiled in 93.0 s, 2 loaded from the cache,
+    /// 36 autotune decisions (cache /c/engram-0.1.0.db)".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GPU kernels: {} compiled", self.kernels_compiled)?;
+        if let Some(t) = self.compile_seconds {
+            write!(f, " in {t:.1} s")?;
+        }
+        if let Some(n) = self.kernels_loaded {
+            write!(f, ", {n} loaded from the cache")?;
+        }
+        write!(f, ", {} autotune decisions (", self.autotune_decisions)?;
+        match &self.cache {
+            Some(p) => write!(f, "cache {})", p.display()),
+            None => write!(f, "no kernel cache)"),
+        }
+    }
 }
 
 /// This process's compile work so far, with the compile seconds read back from the cache's
@@ -453,6 +488,26 @@ fn recorded() -> Option<(f64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_reads_as_a_sentence() {
+        let s = CompileSummary {
+            kernels_compiled: 463,
+            compile_seconds: Some(93.04),
+            kernels_loaded: Some(2),
+            autotune_decisions: 36,
+            cache: Some("/c/engram-0.1.0.db".into()),
+        };
+        assert_eq!(
+            s.to_string(),
+            "GPU kernels: 463 compiled in 93.0 s, 2 loaded from the cache, 36 autotune \
+             decisions (cache /c/engram-0.1.0.db)"
+        );
+        assert_eq!(
+            CompileSummary::default().to_string(),
+            "GPU kernels: 0 compiled, 0 autotune decisions (no kernel cache)"
+        );
+    }
 
     #[test]
     fn the_setting_comes_from_the_variable() {
