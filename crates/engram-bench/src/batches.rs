@@ -16,21 +16,29 @@ use engram_tokenizer::ChatTokenizer;
 
 use crate::Out;
 
-/// What `engram bench batches` lays out.
+/// What `engram bench batches` lays out (its arguments).
+#[derive(clap::Args, Debug)]
 pub struct BatchesBench {
     /// Facts to lay out.
+    #[arg(long, default_value = "tests/fixtures/facts/synthetic-500.jsonl")]
     pub facts: PathBuf,
     /// The model whose tokenizer counts the tokens (directory, .gguf, alias or hub id).
+    #[arg(long, short = 'm', default_value = "smollm2-135m-instruct")]
     pub model: String,
     /// A tokenizer directory instead of --model's (no weights needed).
+    #[arg(long)]
     pub tokenizer: Option<PathBuf>,
-    /// Examples per micro-batch.
+    /// Examples per micro-batch (default: the training default).
+    #[arg(long, default_value_t = TrainConfig::default().batch_size)]
     pub batch: usize,
-    /// Epochs.
+    /// Epochs (default: the training default).
+    #[arg(long, default_value_t = TrainConfig::default().epochs)]
     pub epochs: usize,
     /// Seed of the batch order.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Slots per packed row (`None`: the longest example rounded up to 64).
+    /// Slots per packed row (default: the longest example rounded up to 64).
+    #[arg(long)]
     pub pack_length: Option<usize>,
 }
 

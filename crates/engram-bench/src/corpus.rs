@@ -17,13 +17,17 @@ use rand::{Rng, SeedableRng};
 
 use crate::Out;
 
-/// What `engram bench corpus` reads and deduplicates.
+/// What `engram bench corpus` reads and deduplicates (its arguments).
+#[derive(clap::Args, Debug)]
 pub struct CorpusBench {
     /// The folder to read.
+    #[arg(long, default_value = "../shared/data/enron-emails/maildir")]
     pub dir: PathBuf,
     /// Synthetic documents for the MinHash pass.
+    #[arg(long, default_value_t = 100_000)]
     pub synthetic: usize,
     /// Words per synthetic document (each between half and all of it).
+    #[arg(long, default_value_t = 200)]
     pub words: usize,
 }
 

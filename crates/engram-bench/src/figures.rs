@@ -1,12 +1,13 @@
 //! What a generation bench measures, for engram and for the peers beside it
 //! ([`crate::peer`]): the engines, each batch's prefill and decode figures, its greedy tokens.
 
-/// The inference engines `bench generate` measures beside engram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The inference engines `bench generate` measures beside engram (`--peer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Peer {
     /// transformers (PyTorch, f32) reading the same GGUF file (dequantized at load).
     Transformers,
     /// llama.cpp's server (PyPI `xllamacpp`) on the same GGUF file, its own kernels.
+    #[value(name = "llama.cpp")]
     LlamaCpp,
 }
 

@@ -47,7 +47,7 @@ pub use generate::{GenerateBench, generate};
 pub use long_context::{LongContextBench, long_context};
 pub use machine::machine_line;
 pub use phases::{Phase, step_phases};
-pub use rag_bench::{Asked, RagBench, RagOutcome, ReaderBench, Which, check_reader_k, rag_bench};
+pub use rag_bench::{RagBench, RagOutcome, ReaderBench, Which, check_reader_k, rag_bench};
 pub use random::{
     RandomGenerate, RandomTrain, known_peak_tflops, random_generate, random_train, train_step_flops,
 };

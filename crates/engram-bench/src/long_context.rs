@@ -12,19 +12,28 @@ use engram_model::{AnswerConfig, Session};
 
 use crate::Out;
 
-/// What `engram bench long-context` measures on a loaded model.
+/// What `engram bench long-context` measures on a loaded model (its arguments, besides the
+/// model's).
+#[derive(clap::Args, Debug)]
 pub struct LongContextBench {
-    /// The backend the model is on (for the title).
+    /// The backend the model is on, for the title (not a flag: the caller sets it from the
+    /// model's `--backend`).
+    #[arg(skip)]
     pub backend: String,
     /// Facts to put in context.
+    #[arg(long, default_value = "tests/fixtures/facts/synthetic-500.jsonl")]
     pub facts: PathBuf,
-    /// Facts in context (`None`: as many as fit the window, at most 1000).
+    /// Facts in context (default: as many as fit the window, at most 1000).
+    #[arg(long)]
     pub count: Option<usize>,
     /// Questions answered (the first N facts' original questions).
+    #[arg(long, default_value_t = 16)]
     pub questions: usize,
     /// Questions per generation batch.
+    #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
     /// New tokens per answer.
+    #[arg(long, default_value_t = 16)]
     pub max_new_tokens: usize,
 }
 

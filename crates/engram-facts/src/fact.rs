@@ -18,3 +18,24 @@ pub struct Fact {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }
+
+/// Which of a fact's two questions is asked: the original (what evaluation asks, EnronQA §6) or
+/// the rephrased one (what LoRA trains on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Asked {
+    /// The original question (evaluation, EnronQA §6).
+    Original,
+    /// The rephrased question (the one LoRA trains on).
+    Rephrased,
+}
+
+impl Fact {
+    /// The question `which` names.
+    pub fn asked(&self, which: Asked) -> &str {
+        match which {
+            Asked::Original => &self.question,
+            Asked::Rephrased => &self.rephrased_question,
+        }
+    }
+}

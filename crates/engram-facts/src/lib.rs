@@ -12,6 +12,6 @@ mod jsonl;
 mod sample;
 
 pub use error::{FactsError, Result};
-pub use fact::Fact;
+pub use fact::{Asked, Fact};
 pub use jsonl::{read_facts, write_facts};
 pub use sample::{TooFewFacts, nested_samples, sample_order};

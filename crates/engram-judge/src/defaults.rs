@@ -14,3 +14,9 @@ pub const DEFAULT_MAX_RETRIES: usize = 5;
 pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
 /// Default timeout of one request.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default OpenAI-compatible endpoint of the LLM judge (and of `engram qa`'s generator).
+pub const DEFAULT_BASE_URL: &str = "http://localhost:8000/v1";
+/// Default judge model at that endpoint: EnronQA's judge.
+pub const DEFAULT_JUDGE_MODEL: &str = "meta-llama/Llama-3.1-70B-Instruct";
+/// Default judge prompt file (EnronQA's judge prompt), from the repository root.
+pub const DEFAULT_JUDGE_PROMPT: &str = "configs/judges/enronqa-judge.txt";

@@ -13,6 +13,7 @@ mod calibrate;
 mod client;
 mod defaults;
 mod error;
+mod flags;
 mod offline;
 mod openai;
 mod parse;
@@ -26,10 +27,12 @@ pub use cache::{JudgeCache, cache_key};
 pub use calibrate::{Calibration, LabelledAnswer, calibrate, calibrate_with_offline, read_labels};
 pub use client::{AskError, ChatClient, ClientConfig, is_loopback};
 pub use defaults::{
-    DEFAULT_BACKOFF, DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_MAX_RETRIES,
-    DEFAULT_RECALL_THRESHOLD, DEFAULT_TIMEOUT,
+    DEFAULT_BACKOFF, DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD,
+    DEFAULT_JUDGE_MODEL, DEFAULT_JUDGE_PROMPT, DEFAULT_MAX_RETRIES, DEFAULT_RECALL_THRESHOLD,
+    DEFAULT_TIMEOUT,
 };
 pub use error::{JudgeError, Result};
+pub use flags::{JudgeFlags, JudgeKind};
 pub use offline::{
     ExactMatchJudge, GoldRecallJudge, TokenF1Judge, exact_match, gold_recall, normalize, token_f1,
 };

@@ -156,3 +156,44 @@ mod tests {
         assert!(e.contains("concurrency"), "{e}");
     }
 }
+
+/// A settings file and the flags that override its keys (with the `clap` feature,
+/// `engram qa generate`'s).
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct QaFlags {
+    /// Settings (TOML, keys as in configs/qa/default.toml); the flags below override it.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub config: Option<std::path::PathBuf>,
+    /// Pairs asked per document.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub questions_per_document: Option<usize>,
+    /// Generate from the first N documents only (a trial run; the specificity check still
+    /// draws from the whole corpus).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub max_documents: Option<usize>,
+    /// Documents worked on at once.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub concurrency: Option<usize>,
+}
+
+impl QaFlags {
+    /// The settings: the defaults, the `config` file, then the flags given; checked.
+    pub fn settings(&self) -> Result<QaConfig> {
+        let mut cfg = match &self.config {
+            Some(p) => QaConfig::from_file(p)?,
+            None => QaConfig::default(),
+        };
+        if let Some(n) = self.questions_per_document {
+            cfg.questions_per_document = n;
+        }
+        if self.max_documents.is_some() {
+            cfg.max_documents = self.max_documents;
+        }
+        if let Some(n) = self.concurrency {
+            cfg.concurrency = n;
+        }
+        cfg.check()?;
+        Ok(cfg)
+    }
+}

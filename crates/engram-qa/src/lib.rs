@@ -27,7 +27,7 @@ mod record;
 mod reply;
 mod run;
 
-pub use config::QaConfig;
+pub use config::{QaConfig, QaFlags};
 pub use error::{QaError, Result};
 pub use estimate::{Estimate, estimate, estimate_corpus};
 pub use freshness::{Freshness, RunIdentity, freshness, read_manifest};

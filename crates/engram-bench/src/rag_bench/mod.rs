@@ -10,10 +10,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
+use engram_baselines::rag::benchmark::DEFAULT_KS;
 use engram_baselines::rag::benchmark::{
     BenchDoc, BenchQuery, BenchRetriever, RetrieverScores, run_benchmark, write_beir,
 };
-use engram_baselines::rag::{BertEncoder, query_plot};
+use engram_baselines::rag::{BertEncoder, DEFAULT_ENCODER, query_plot};
+use engram_facts::Asked;
 
 use engram_io::{Progress, Stop};
 
@@ -24,46 +26,52 @@ mod reader;
 mod real;
 
 /// A retriever of the benchmark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Which {
     /// BM25 over each document's title and text.
     Bm25,
-    /// Cosine similarity of a BERT sentence encoder's embeddings.
+    /// Cosine similarity of a BERT sentence encoder's embeddings (--encoder).
     Dense,
 }
 
-/// Which question of each fact is asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Asked {
-    /// The original question (as the table tests).
-    Original,
-    /// The rephrased question.
-    Rephrased,
-}
-
-/// What `engram rag-bench` scores.
+/// What `engram rag-bench` scores (its arguments, besides the reader's).
+#[derive(clap::Args, Debug)]
 pub struct RagBench {
     /// The corpus directory (its kept documents; every document when never filtered).
     pub corpus: PathBuf,
-    /// Facts whose `source` names a document of the corpus.
+    /// Facts whose `source` names a document of the corpus (from `engram qa generate`).
+    #[arg(long)]
     pub facts: PathBuf,
     /// Retrievers to score.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "bm25,dense")]
     pub retrievers: Vec<Which>,
     /// Cut-offs.
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_KS)]
     pub k: Vec<usize>,
     /// Which question of each fact is asked.
+    #[arg(long, value_enum, default_value = "original")]
     pub questions: Asked,
     /// Sentence encoder for the dense retriever: a registry alias or an HF directory.
+    #[arg(long, default_value = DEFAULT_ENCODER)]
     pub encoder: String,
-    /// Backend of the encoder.
+    /// Backend of the encoder: cpu, wgpu, cuda[:N], auto.
+    #[arg(long, default_value = "cpu")]
     pub backend: String,
-    /// Where the benchmark goes in BEIR's layout, with a TREC run file per retriever.
+    /// Write the benchmark in BEIR's layout (corpus.jsonl, queries.jsonl, qrels/test.tsv) with
+    /// a TREC run file per retriever (runs/) to this directory.
+    #[arg(long)]
     pub beir: Option<PathBuf>,
-    /// Where the scores go as JSON.
+    /// Write the scores as JSON to this file (`generated`: per retriever; with --real-queries
+    /// also `real` and `comparison`).
+    #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Real queries to compare the generated ones with (needs the dense encoder).
+    /// Real queries to compare the generated ones with (Chroma's generative benchmarking):
+    /// JSONL, `{"query": "...", "document": "<corpus id>"}` a line (`question`/`source` read
+    /// too; the document optional). Needs the dense encoder (--encoder).
+    #[arg(long)]
     pub real_queries: Option<PathBuf>,
-    /// Where the comparison's plot goes (SVG), with `real_queries`.
+    /// Where the comparison's plot goes (SVG), with --real-queries.
+    #[arg(long, default_value = "query-comparison.svg")]
     pub plot: PathBuf,
 }
 
@@ -119,10 +127,7 @@ pub fn rag_bench(
         };
         queries.push(BenchQuery {
             id: f.id.clone(),
-            text: match a.questions {
-                Asked::Original => f.question.clone(),
-                Asked::Rephrased => f.rephrased_question.clone(),
-            },
+            text: f.asked(a.questions).to_string(),
             relevant,
         });
     }

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use engram_baselines::rag::{BertEncoder, DEFAULT_ENCODER, DEFAULT_K};
 use engram_baselines::{Measured, Method as AnswerMethod, Retriever as Ranker, answer_by};
-use engram_facts::read_facts;
+use engram_facts::{Asked, read_facts};
 use engram_judge::{AnswerLine, write_answers};
 use engram_lora::load_adapter;
 use engram_model::AnswerConfig;
@@ -27,15 +27,6 @@ pub enum Method {
     Rag,
 }
 
-/// Which questions to ask.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Which {
-    /// The original questions (evaluation, EnronQA §6).
-    Original,
-    /// The rephrased questions (those LoRA trains on).
-    Rephrased,
-}
-
 /// Arguments of `engram answer`.
 #[derive(Args, Debug)]
 pub struct AnswerArgs {
@@ -52,7 +43,7 @@ pub struct AnswerArgs {
     pub adapter: Option<PathBuf>,
     /// Which questions to ask.
     #[arg(long, value_enum, default_value = "original")]
-    pub questions: Which,
+    pub questions: Asked,
     /// Where to write the answers (JSONL).
     #[arg(long)]
     pub out: PathBuf,
@@ -99,10 +90,7 @@ pub fn run(a: AnswerArgs) -> Result<()> {
     let mut session = a.model.load()?;
     let questions: Vec<String> = facts
         .iter()
-        .map(|f| match a.questions {
-            Which::Original => f.question.clone(),
-            Which::Rephrased => f.rephrased_question.clone(),
-        })
+        .map(|f| f.asked(a.questions).to_string())
         .collect();
     let bars = Bars::new(true);
     let encoder = match (a.method, a.retriever) {

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use engram_corpus::LanguageConfig;
-use engram_corpus::NearDupConfig;
-use engram_corpus::{Corpus, FilterConfig, FilterSummary, filter, ingest};
+use engram_corpus::{Corpus, FilterFlags, FilterSummary, filter, ingest};
 
 use crate::progress::Bars;
 
@@ -39,31 +37,8 @@ pub struct IngestArgs {
 pub struct FilterArgs {
     /// The corpus directory (made by `engram corpus ingest`).
     pub corpus: PathBuf,
-    /// Settings from a TOML file (keys: exact, [near], [subset], [quality], [language]);
-    /// the flags below override it.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Jaccard similarity that makes a near-duplicate.
-    #[arg(long)]
-    pub jaccard: Option<f64>,
-    /// MinHash LSH bands.
-    #[arg(long)]
-    pub bands: Option<usize>,
-    /// MinHash rows per band.
-    #[arg(long)]
-    pub rows: Option<usize>,
-    /// Seed of the MinHash functions.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// The language to keep (ISO 639-3: eng, deu, fra …); `any` turns identification off.
-    #[arg(long)]
-    pub language: Option<String>,
-    /// The smallest confidence of the language identification.
-    #[arg(long)]
-    pub min_confidence: Option<f64>,
-    /// Fewest words a document may have (Gopher: 50).
-    #[arg(long)]
-    pub min_words: Option<usize>,
+    #[command(flatten)]
+    pub settings: FilterFlags,
     /// Say why document ID was kept or dropped (from the last filter run); filter nothing.
     #[arg(long)]
     pub explain: Option<String>,
@@ -107,44 +82,13 @@ fn run_ingest(a: IngestArgs) -> Result<()> {
     Ok(())
 }
 
-/// The filter settings: the defaults, the --config file, then the flags.
-fn settings(a: &FilterArgs) -> Result<FilterConfig> {
-    let mut cfg = match &a.config {
-        Some(p) => FilterConfig::from_file(p)?,
-        None => FilterConfig::default(),
-    };
-    if a.jaccard.is_some() || a.bands.is_some() || a.rows.is_some() || a.seed.is_some() {
-        let n = cfg.near.get_or_insert_with(NearDupConfig::default);
-        n.jaccard = a.jaccard.unwrap_or(n.jaccard);
-        n.bands = a.bands.unwrap_or(n.bands);
-        n.rows = a.rows.unwrap_or(n.rows);
-        n.seed = a.seed.unwrap_or(n.seed);
-    }
-    match a.language.as_deref() {
-        Some("any") => cfg.language = None,
-        Some(l) => {
-            cfg.language
-                .get_or_insert_with(LanguageConfig::default)
-                .keep = l.into()
-        }
-        None => {}
-    }
-    if let (Some(c), Some(l)) = (a.min_confidence, cfg.language.as_mut()) {
-        l.min_confidence = c;
-    }
-    if let (Some(w), Some(q)) = (a.min_words, cfg.quality.as_mut()) {
-        q.min_words = w;
-    }
-    Ok(cfg)
-}
-
 fn run_filter(a: FilterArgs) -> Result<()> {
     let corpus = Corpus::at(&a.corpus);
     let mut manifest = corpus.manifest()?;
     if let Some(id) = &a.explain {
         return explain(&corpus, id);
     }
-    let cfg = settings(&a)?;
+    let cfg = a.settings.settings()?;
     let docs = corpus.documents()?;
     let report = filter(&docs, &cfg, &Bars::new(true))?;
     let kept: Vec<&engram_corpus::Document> = report.kept().into_iter().map(|i| &docs[i]).collect();

@@ -6,25 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use engram_judge::{
-    Calibration, Judge, JudgeItem, JudgePreset, LabelledAnswer, Verdict, VerdictFormat,
-    calibrate_with_offline, read_answers, read_labels, write_verdicts,
+    Calibration, Judge, JudgeFlags, JudgeItem, LabelledAnswer, Verdict, calibrate_with_offline,
+    read_answers, read_labels, write_verdicts,
 };
-use engram_judge::{DEFAULT_CONCURRENCY, DEFAULT_F1_THRESHOLD, DEFAULT_RECALL_THRESHOLD};
-
-/// Which judge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum JudgeKind {
-    /// Offline: normalized exact match.
-    ExactMatch,
-    /// Offline: token F1 ≥ --f1-threshold.
-    TokenF1,
-    /// Offline: the answer holds every token of the gold answer (token recall ≥ --recall-threshold).
-    GoldRecall,
-    /// An LLM over an OpenAI-compatible endpoint.
-    Openai,
-}
 
 /// Arguments of `engram judge`.
 #[derive(Args, Debug)]
@@ -53,37 +39,11 @@ pub struct JudgeArgs {
         "prompt", "verdict_format", "concurrency",
     ])]
     pub preset: Option<PathBuf>,
-    /// The judge.
-    #[arg(long, value_enum, default_value = "token-f1")]
-    pub judge: JudgeKind,
-    /// Threshold of the token-F1 judge.
-    #[arg(long, default_value_t = DEFAULT_F1_THRESHOLD)]
-    pub f1_threshold: f64,
-    /// Threshold of the gold-recall judge.
-    #[arg(long, default_value_t = DEFAULT_RECALL_THRESHOLD)]
-    pub recall_threshold: f64,
-    /// OpenAI-compatible base URL (e.g. http://localhost:8000/v1).
-    #[arg(long, default_value = "http://localhost:8000/v1")]
-    pub base_url: String,
-    /// Judge model.
-    #[arg(long, default_value = "meta-llama/Llama-3.1-70B-Instruct")]
-    pub judge_model: String,
-    /// Environment variable that holds the API key (never logged).
-    #[arg(long)]
-    pub api_key_env: Option<String>,
-    /// The judge prompt file.
-    #[arg(long, default_value = "configs/judges/enronqa-judge.txt")]
-    pub prompt: PathBuf,
-    /// How the LLM judge is asked for its verdict: auto (a JSON object through
-    /// `response_format`, text if the server rejects the field), json or text.
-    #[arg(long, default_value_t = VerdictFormat::Auto)]
-    pub verdict_format: VerdictFormat,
     /// The persistent judge cache (also for a preset that names none).
     #[arg(long, default_value = "results/judge-cache.jsonl")]
     pub cache: PathBuf,
-    /// Requests in flight.
-    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
-    pub concurrency: usize,
+    #[command(flatten, next_help_heading = "Judge (without --preset)")]
+    pub flags: JudgeFlags,
 }
 
 /// Runs `engram judge`.
@@ -99,7 +59,7 @@ pub fn run(a: JudgeArgs) -> Result<()> {
     };
     let (preset, base) = match &a.preset {
         Some(path) => crate::judge_arg::preset_file(path)?,
-        None => (flag_preset(&a), PathBuf::from(".")),
+        None => (a.flags.preset(&a.cache), PathBuf::from(".")),
     };
     let judge = preset.build(&base, &a.cache)?;
     let verdicts = judge_all(judge.as_ref(), &items)?;
@@ -133,28 +93,6 @@ fn judge_all(judge: &dyn Judge, items: &[JudgeItem]) -> Result<Vec<Verdict>> {
         eprintln!("{note}");
     }
     Ok(verdicts?)
-}
-
-/// The judge the flags describe.
-fn flag_preset(a: &JudgeArgs) -> JudgePreset {
-    match a.judge {
-        JudgeKind::ExactMatch => JudgePreset::ExactMatch,
-        JudgeKind::TokenF1 => JudgePreset::TokenF1 {
-            threshold: a.f1_threshold,
-        },
-        JudgeKind::GoldRecall => JudgePreset::GoldRecall {
-            threshold: a.recall_threshold,
-        },
-        JudgeKind::Openai => JudgePreset::Openai {
-            base_url: a.base_url.clone(),
-            model: a.judge_model.clone(),
-            api_key_env: a.api_key_env.clone(),
-            prompt: a.prompt.display().to_string(),
-            cache: Some(a.cache.display().to_string()),
-            concurrency: a.concurrency,
-            verdict_format: a.verdict_format,
-        },
-    }
 }
 
 fn print_calibration(rows: &[Calibration], path: &Path) {

@@ -1,4 +1,5 @@
-//! One module per subcommand.
+//! One module per subcommand, where it has more to do than hand its arguments to a library
+//! (`engram selftest`, `bench batches` and `bench corpus` take [`engram_bench`]'s own).
 
 pub mod answer;
 pub mod bench;
@@ -10,7 +11,6 @@ pub mod judge;
 pub mod merge;
 pub mod qa;
 pub mod rag_bench;
-pub mod selftest;
 pub mod sweep;
 pub mod table;
 pub mod train;

@@ -8,8 +8,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use engram_experiments::LocalLlm;
 use engram_judge::ClientConfig;
+use engram_judge::{DEFAULT_BASE_URL, DEFAULT_JUDGE_MODEL, DEFAULT_JUDGE_PROMPT};
 use engram_judge::{JudgePreset, VerdictFormat};
-use engram_qa::{Llm, OpenAiLlm, QaConfig, QaError, QaPrompts, QaSpec};
+use engram_qa::{Llm, OpenAiLlm, QaError, QaFlags, QaPrompts, QaSpec};
 
 use crate::judge_arg::judge_preset;
 use crate::loaded::ModelArgs;
@@ -32,19 +33,18 @@ pub struct GenerateArgs {
     /// The fact file to write (JSONL); records and caches go to OUT.qa/ beside it.
     #[arg(long)]
     pub out: PathBuf,
-    /// Settings (TOML, keys as in configs/qa/default.toml); the flags below override it.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub settings: QaFlags,
     /// The directory of prompt files (generate.txt, specific.txt, answer.txt, closed_book.txt,
     /// quality.txt, refine.txt, rephrase.txt).
     #[arg(long, default_value = "configs/qa")]
     pub prompts: PathBuf,
     /// The generator: an OpenAI-compatible base URL (http://localhost:8080/v1), or
     /// local:MODEL for a model engram runs itself (a directory, .gguf file or registry alias).
-    #[arg(long, default_value = "http://localhost:8000/v1")]
+    #[arg(long, default_value = DEFAULT_BASE_URL)]
     pub generator: String,
     /// The generator's model name at its endpoint.
-    #[arg(long, default_value = "meta-llama/Llama-3.1-70B-Instruct")]
+    #[arg(long, default_value = DEFAULT_JUDGE_MODEL)]
     pub model: String,
     /// Environment variable holding the endpoint's API key (never logged or written).
     #[arg(long)]
@@ -63,16 +63,6 @@ pub struct GenerateArgs {
     /// Print what the run would ask (calls, tokens) and ask nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Pairs asked per document.
-    #[arg(long)]
-    pub questions_per_document: Option<usize>,
-    /// Generate from the first N documents only (a trial run; the specificity check still
-    /// draws from the whole corpus).
-    #[arg(long)]
-    pub max_documents: Option<usize>,
-    /// Documents worked on at once.
-    #[arg(long)]
-    pub concurrency: Option<usize>,
     /// Per-request timeout of the endpoint, in seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
@@ -89,24 +79,6 @@ pub fn run(cmd: QaCommand) -> Result<()> {
     match cmd {
         QaCommand::Generate(a) => run_generate(a),
     }
-}
-
-fn settings(a: &GenerateArgs) -> Result<QaConfig> {
-    let mut cfg = match &a.config {
-        Some(p) => QaConfig::from_file(p)?,
-        None => QaConfig::default(),
-    };
-    if let Some(n) = a.questions_per_document {
-        cfg.questions_per_document = n;
-    }
-    if let Some(n) = a.max_documents {
-        cfg.max_documents = Some(n);
-    }
-    if let Some(n) = a.concurrency {
-        cfg.concurrency = n;
-    }
-    cfg.check()?;
-    Ok(cfg)
 }
 
 fn local_model(a: &GenerateArgs, model: &str) -> Result<LocalLlm> {
@@ -131,7 +103,7 @@ fn judge_of(a: &GenerateArgs) -> Result<(JudgePreset, PathBuf)> {
                 base_url: a.generator.clone(),
                 model: a.model.clone(),
                 api_key_env: a.api_key_env.clone(),
-                prompt: "configs/judges/enronqa-judge.txt".into(),
+                prompt: DEFAULT_JUDGE_PROMPT.into(),
                 cache: None,
                 concurrency: 1,
                 verdict_format: VerdictFormat::Auto,
@@ -142,7 +114,7 @@ fn judge_of(a: &GenerateArgs) -> Result<(JudgePreset, PathBuf)> {
 }
 
 fn run_generate(a: GenerateArgs) -> Result<()> {
-    let cfg = settings(&a)?;
+    let cfg = a.settings.settings()?;
     let prompts = QaPrompts::load(&a.prompts)?;
     let (preset, base) = judge_of(&a)?;
     let judge_endpoint = match &preset {

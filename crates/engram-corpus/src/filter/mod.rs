@@ -19,6 +19,7 @@
 //! the same decisions whatever the number of threads.
 
 pub(crate) mod exact;
+pub(crate) mod flags;
 pub(crate) mod language;
 pub(crate) mod minhash;
 pub(crate) mod quality;

@@ -37,7 +37,7 @@ pub struct GenerateBenchArgs {
         value_delimiter = ',',
         default_value = "transformers,llama.cpp"
     )]
-    pub peer: Vec<PeerArg>,
+    pub peer: Vec<Peer>,
     /// Threads for the peers (engram's CPU backend uses every core).
     #[arg(long, default_value_t = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))]
     pub threads: usize,
@@ -67,26 +67,6 @@ pub struct GenerateBenchArgs {
 /// Prompt tokens per row of `--random-weights` runs unless `--prompt-len` says otherwise.
 const RANDOM_PROMPT_LEN: usize = 64;
 
-/// `--peer`: the inference engines `bench generate` measures beside engram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PeerArg {
-    /// transformers (PyTorch, f32) reading the same GGUF file (dequantized at load).
-    Transformers,
-    /// llama.cpp's server (PyPI `xllamacpp`) on the same GGUF file, its own kernels.
-    #[value(name = "llama.cpp")]
-    LlamaCpp,
-}
-
-impl PeerArg {
-    /// The library's peer.
-    fn peer(self) -> Peer {
-        match self {
-            PeerArg::Transformers => Peer::Transformers,
-            PeerArg::LlamaCpp => Peer::LlamaCpp,
-        }
-    }
-}
-
 /// Runs `engram bench generate`.
 pub fn run(args: GenerateBenchArgs) -> Result<()> {
     if let Some(arch) = &args.architecture {
@@ -113,7 +93,7 @@ pub fn run(args: GenerateBenchArgs) -> Result<()> {
         new_tokens: args.new_tokens,
         repeats: args.repeats,
         peer_python: args.peer_python,
-        peers: args.peer.into_iter().map(PeerArg::peer).collect(),
+        peers: args.peer,
         threads: args.threads,
         prompt_len: args.prompt_len.unwrap_or(0),
         modes: args.matmul.into_iter().map(MatmulArg::mode).collect(),

@@ -2,8 +2,6 @@
 //! where one exists. The arguments are here; the benchmarks are [`engram_bench`]'s, and their
 //! lines are printed as they come ([`print_line`]).
 
-pub mod batches;
-pub mod corpus;
 pub mod generate;
 pub mod long_context;
 pub mod train;
@@ -21,9 +19,9 @@ pub enum BenchCommand {
     /// Long-context prefill with the shared-prefix KV cache vs per-question prompts.
     LongContext(long_context::LongContextBenchArgs),
     /// Padding share and distinct shapes of the trainer's batches, padded and packed.
-    Batches(batches::BatchesBenchArgs),
+    Batches(engram_bench::BatchesBench),
     /// Documents/s reading a mail folder and deduplicating synthetic documents with MinHash.
-    Corpus(corpus::CorpusBenchArgs),
+    Corpus(engram_bench::CorpusBench),
 }
 
 /// Runs a benchmark.
@@ -32,8 +30,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Generate(a) => generate::run(a),
         BenchCommand::Train(a) => train::run(a),
         BenchCommand::LongContext(a) => long_context::run(a),
-        BenchCommand::Batches(a) => batches::run(a),
-        BenchCommand::Corpus(a) => corpus::run(a),
+        BenchCommand::Batches(a) => engram_bench::batches(&a, &mut print_line),
+        BenchCommand::Corpus(a) => engram_bench::corpus(&a, &mut print_line),
     }
 }
 

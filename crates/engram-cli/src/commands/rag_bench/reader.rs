@@ -17,7 +17,7 @@ use crate::progress::Bars;
 /// The reader `--reader` names.
 fn reader(a: &RagBenchArgs, value: &str, bars: &Bars) -> Result<Box<dyn Llm>> {
     Ok(match value.strip_prefix("local:") {
-        Some(model) => Box::new(LocalLlm::load(model, &a.backend, "f32", bars)?),
+        Some(model) => Box::new(LocalLlm::load(model, &a.bench.backend, "f32", bars)?),
         None => {
             let Some(model) = &a.reader_model else {
                 bail!("--reader {value} needs --reader-model (the model name at that endpoint)");
@@ -37,11 +37,11 @@ pub fn build(a: &RagBenchArgs, value: &str, bars: &Bars) -> Result<ReaderBench> 
             "--reader needs --judge (exact-match, token-f1, gold-recall or a preset file such as configs/judges/small-judge.toml)"
         );
     };
-    check_reader_k(&a.reader_k, a.k.iter().copied().max().unwrap_or(0))?;
+    check_reader_k(&a.reader_k, a.bench.k.iter().copied().max().unwrap_or(0))?;
     let cache_dir: PathBuf = a
         .reader_cache
         .clone()
-        .unwrap_or_else(|| a.corpus.join("reader-cache"));
+        .unwrap_or_else(|| a.bench.corpus.join("reader-cache"));
     let (preset, base) = judge_preset(judge_value)?;
     let judge = preset.build(&base, &cache_dir.join("judge"))?;
     Ok(ReaderBench {

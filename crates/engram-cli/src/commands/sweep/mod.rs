@@ -14,8 +14,8 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use engram_experiments::LockSettings;
 use engram_experiments::Manifest;
+use engram_experiments::SlurmOptions;
 use engram_experiments::default_flops;
-use engram_experiments::{DEFAULT_MAX_RESTARTS, SlurmOptions};
 use engram_experiments::{Devices, Executor, Job, Local, Outcome, Slurm};
 use engram_experiments::{Experiment, default_configs_dir};
 
@@ -61,38 +61,6 @@ pub struct SweepArgs {
     /// (`slurm`: submits and returns; follow with --status).
     #[arg(long, value_enum, default_value = "local")]
     pub executor: ExecutorArg,
-    /// Slurm partition.
-    #[arg(long)]
-    pub partition: Option<String>,
-    /// Slurm account.
-    #[arg(long)]
-    pub account: Option<String>,
-    /// Slurm QOS.
-    #[arg(long)]
-    pub qos: Option<String>,
-    /// Time limit of each Slurm task: `auto` (the dry-run's estimate of its class × 2 + 15 min)
-    /// or as Slurm reads it (D-HH:MM, HH:MM:SS).
-    #[arg(long, default_value = "auto")]
-    pub time: String,
-    /// GPUs each cell asks Slurm for (`--gres=gpu:N`).
-    #[arg(long, default_value_t = 0)]
-    pub gpus_per_cell: u32,
-    /// Tasks of one job array running at once.
-    #[arg(long)]
-    pub max_parallel: Option<usize>,
-    /// A further #SBATCH argument (repeatable), e.g. --sbatch-arg=--mem=32G.
-    #[arg(long = "sbatch-arg", allow_hyphen_values = true)]
-    pub sbatch_args: Vec<String>,
-    /// A shell line each Slurm task runs before engram (repeatable): module loads, environment.
-    #[arg(long)]
-    pub setup: Vec<String>,
-    /// Write the manifest and the Slurm scripts, submit nothing.
-    #[arg(long)]
-    pub emit_only: bool,
-    /// How often a Slurm task stopped by its time limit (SIGUSR2) requeues itself to resume
-    /// from its checkpoint (counted by SLURM_RESTART_COUNT) before it gives up.
-    #[arg(long, default_value_t = DEFAULT_MAX_RESTARTS)]
-    pub max_restarts: u32,
     /// For an experiment whose facts come from a corpus: generate them again when the fact file
     /// was made with other QA settings (without it, that is an error naming what changed).
     #[arg(long)]
@@ -103,6 +71,8 @@ pub struct SweepArgs {
     /// (What a Slurm task runs.) The index of the cell in the manifest.
     #[arg(long, requires = "manifest")]
     pub cell_index: Option<usize>,
+    #[command(flatten, next_help_heading = "Slurm (--executor slurm)")]
+    pub slurm: SlurmOptions,
 }
 
 /// Where a sweep's cells run (`--executor`).
@@ -164,7 +134,10 @@ pub fn run(a: SweepArgs) -> Result<()> {
     }
     let executor: Box<dyn Executor> = if slurm {
         Box::new(Slurm {
-            options: slurm_options(&a)?,
+            options: SlurmOptions {
+                engram: std::env::current_exe()?,
+                ..a.slurm.clone()
+            },
             flops,
         })
     } else if !a.devices.is_empty() {
@@ -186,21 +159,4 @@ pub fn run(a: SweepArgs) -> Result<()> {
         Outcome::OnDevices(r) => report::on_devices(&r, &job),
         Outcome::Submitted(s) => report::submitted(&s, &exp),
     }
-}
-
-/// The Slurm settings the flags give.
-fn slurm_options(a: &SweepArgs) -> Result<SlurmOptions> {
-    Ok(SlurmOptions {
-        partition: a.partition.clone(),
-        account: a.account.clone(),
-        qos: a.qos.clone(),
-        time: (a.time != "auto").then(|| a.time.clone()),
-        gpus_per_cell: a.gpus_per_cell,
-        max_parallel: a.max_parallel,
-        sbatch_args: a.sbatch_args.clone(),
-        setup: a.setup.clone(),
-        emit_only: a.emit_only,
-        max_restarts: a.max_restarts,
-        engram: std::env::current_exe()?,
-    })
 }
