@@ -30,7 +30,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ExperimentError, Result};
-use crate::presets::{JudgePreset, ModelPreset, TrainingPreset, parse, read};
+use crate::presets::{JudgePreset, ModelPreset, TrainingPreset, parse, preset_file, read};
 use crate::qa_setup::{QaSection, QaSetup, prompts_dir};
 
 /// The experiment file as written.
@@ -437,19 +437,8 @@ fn resolve<T: DeserializeOwned>(
     name: &str,
     overrides: &toml::Table,
 ) -> Result<(T, PathBuf)> {
-    let file = if name.ends_with(".toml") {
-        experiment.parent().unwrap_or(Path::new(".")).join(name)
-    } else {
-        configs.join(kind).join(format!("{name}.toml"))
-    };
-    if !file.is_file() {
-        return Err(ExperimentError::MissingPreset {
-            experiment: experiment.to_path_buf(),
-            kind,
-            name: name.to_string(),
-            looked: file.display().to_string(),
-        });
-    }
+    let base = experiment.parent().unwrap_or(Path::new("."));
+    let file = preset_file(experiment, base, configs, kind, name)?;
     let text = read(&file)?;
     // The preset alone must be valid (errors then carry its line and column), so that an error
     // after merging is the override's.

@@ -78,4 +78,4 @@ pub use stats::{BOOTSTRAP_RESAMPLES, Z95, bootstrap, mcnemar_exact, wilson};
 pub use status::{render_status, status};
 pub use sweep::{Stopped, SweepOptions, SweepReport, run_sweep};
 pub use table::{Entry, Reference, Table, difference_text, p_text};
-pub use training_flags::{TrainingFlags, training_preset_path};
+pub use training_flags::TrainingFlags;

@@ -7,7 +7,7 @@
 //! ([`JudgePreset`]).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use engram_lora::TrainConfig;
 use engram_model::{LoraConfig, LoraSettings};
@@ -167,6 +167,32 @@ pub(crate) fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
         path: path.to_path_buf(),
         message: e.to_string().trim_end().to_string(),
     })
+}
+
+/// The file of preset `name` of `kind` (`models`, `training`, `judges`, `qa`): `name` itself,
+/// from `base`, when it ends in `.toml`, else `<configs>/<kind>/<name>.toml`. A missing file is
+/// an error naming it and `named_by` (the experiment file, or the flag).
+pub(crate) fn preset_file(
+    named_by: &Path,
+    base: &Path,
+    configs: &Path,
+    kind: &'static str,
+    name: &str,
+) -> Result<PathBuf> {
+    let file = if name.ends_with(".toml") {
+        base.join(name)
+    } else {
+        configs.join(kind).join(format!("{name}.toml"))
+    };
+    if !file.is_file() {
+        return Err(ExperimentError::MissingPreset {
+            experiment: named_by.to_path_buf(),
+            kind,
+            name: name.to_string(),
+            looked: file.display().to_string(),
+        });
+    }
+    Ok(file)
 }
 
 /// Reads `path`, naming it in any error.

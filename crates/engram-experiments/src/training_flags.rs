@@ -2,13 +2,13 @@
 //! defaults — EnronQA §6's, the same as `configs/training/enronqa-lora.toml`), then each flag
 //! given over it, so that `engram train` and a sweep over the same preset train alike.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use engram_lora::{AdapterCompute, BatchLayout};
 use engram_model::LoraTarget;
 
 use crate::error::{ExperimentError, Result};
-use crate::presets::TrainingPreset;
+use crate::presets::{TrainingPreset, preset_file};
 
 /// The preset `--preset` names and the flags that override its keys (with the `clap`
 /// feature, `engram train`'s flags).
@@ -92,34 +92,22 @@ pub struct TrainingFlags {
     pub eval_sample: Option<usize>,
 }
 
-/// The file `--preset SPEC` names: SPEC itself when it ends in `.toml` or is a file, else
-/// `configs/training/SPEC.toml` (from the working directory).
-pub fn training_preset_path(spec: &str) -> PathBuf {
-    if spec.ends_with(".toml") || Path::new(spec).is_file() {
-        PathBuf::from(spec)
-    } else {
-        Path::new("configs/training").join(format!("{spec}.toml"))
-    }
-}
-
 impl TrainingFlags {
     /// The preset `--preset` names (engram's defaults without one) with every flag given
-    /// applied over it. `--lr` is every rank's: it clears the preset's `lr_by_rank`.
+    /// applied over it. `--preset SPEC` is a file when SPEC is one, else found as an
+    /// experiment's preset is, from the working directory (`configs/training/SPEC.toml`).
+    /// `--lr` is every rank's: it clears the preset's `lr_by_rank`.
     pub fn settings(&self) -> Result<TrainingPreset> {
-        let mut p = match &self.preset {
+        let mut p = match self.preset.as_deref() {
             None => TrainingPreset::default(),
-            Some(spec) => {
-                let path = training_preset_path(spec);
-                if !path.is_file() {
-                    return Err(ExperimentError::MissingPreset {
-                        experiment: "--preset".into(),
-                        kind: "training",
-                        name: spec.clone(),
-                        looked: path.display().to_string(),
-                    });
-                }
-                TrainingPreset::load(&path)?
-            }
+            Some(spec) if Path::new(spec).is_file() => TrainingPreset::load(Path::new(spec))?,
+            Some(spec) => TrainingPreset::load(&preset_file(
+                Path::new("--preset"),
+                Path::new(""),
+                Path::new("configs"),
+                "training",
+                spec,
+            )?)?,
         };
         let (l, t) = (&mut p.lora, &mut p.train);
         set(&mut l.dropout, self.dropout);

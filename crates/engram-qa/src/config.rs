@@ -136,27 +136,6 @@ impl QaConfig {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn files_keep_defaults_name_unknown_keys_and_check_ranges() {
-        let tmp = tempfile::tempdir().unwrap();
-        let p = tmp.path().join("qa.toml");
-        std::fs::write(&p, "rephrase_tries = 3\n").unwrap();
-        let c = QaConfig::from_file(&p).unwrap();
-        assert_eq!(c.rephrase_tries, 3);
-        assert_eq!(c.similar_documents, QaConfig::default().similar_documents);
-        std::fs::write(&p, "rephrase_trys = 3\n").unwrap();
-        let e = QaConfig::from_file(&p).unwrap_err().to_string();
-        assert!(e.contains("qa.toml") && e.contains("rephrase_trys"), "{e}");
-        std::fs::write(&p, "concurrency = 0\n").unwrap();
-        let e = QaConfig::from_file(&p).unwrap_err().to_string();
-        assert!(e.contains("concurrency"), "{e}");
-    }
-}
-
 /// A settings file and the flags that override its keys (with the `clap` feature,
 /// `engram qa generate`'s).
 #[derive(Debug, Clone, Default)]
@@ -195,5 +174,26 @@ impl QaFlags {
         }
         cfg.check()?;
         Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_keep_defaults_name_unknown_keys_and_check_ranges() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("qa.toml");
+        std::fs::write(&p, "rephrase_tries = 3\n").unwrap();
+        let c = QaConfig::from_file(&p).unwrap();
+        assert_eq!(c.rephrase_tries, 3);
+        assert_eq!(c.similar_documents, QaConfig::default().similar_documents);
+        std::fs::write(&p, "rephrase_trys = 3\n").unwrap();
+        let e = QaConfig::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("qa.toml") && e.contains("rephrase_trys"), "{e}");
+        std::fs::write(&p, "concurrency = 0\n").unwrap();
+        let e = QaConfig::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("concurrency"), "{e}");
     }
 }
