@@ -97,11 +97,23 @@ fn kernels_are_compiled_once_by_processes_that_share_a_cache() {
     assert_eq!(out.stdout, warm.stdout);
     assert_eq!(counts(&generate(&cache).output().unwrap()).1, 0);
 
-    // A cache that cannot be created: one warning, the run goes on without it.
+    // A cache that cannot be created: one warning, the run goes on without it. (Run with
+    // CubeCL's own debug log on, whose compile lines carry each kernel's source: the count
+    // reads those too.)
     let file = dir.path().join("a-file");
     std::fs::write(&file, b"x").unwrap();
-    let out = generate(&file.join("kernels")).output().unwrap();
-    assert!(counts(&out).0 > 0);
+    let debug_log = dir.path().join("cubecl.log");
+    let out = generate(&file.join("kernels"))
+        .env("CUBECL_DEBUG_LOG", &debug_log)
+        .output()
+        .unwrap();
+    let compiled = counts(&out).0;
+    let logged = std::fs::read_to_string(&debug_log).unwrap();
+    assert!(compiled > 0, "{logged:.2000}");
+    assert_eq!(
+        compiled as usize,
+        logged.matches("[START_KERNEL_COMPILATION]").count()
+    );
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(said.matches("cannot be created").count(), 1, "{said}");
     assert!(said.contains("no kernel cache"), "{said}");

@@ -322,7 +322,7 @@ impl log::Log for Sink {
         let c = counts();
         match record.target() {
             "cubecl::compilation" => {
-                if record.args().to_string().starts_with("[Compiling kernel]") {
+                if is_compile_line(&record.args().to_string()) {
                     c.compiled.fetch_add(1, Ordering::Relaxed);
                     let now = Instant::now();
                     let mut t = c.times.lock().unwrap_or_else(|e| e.into_inner());
@@ -346,6 +346,13 @@ impl log::Log for Sink {
     }
 
     fn flush(&self) {}
+}
+
+/// Whether a line of CubeCL's compilation log announces a kernel compiled: its basic form
+/// ("[Compiling kernel] name"), or its full one, with the source, which `CUBECL_DEBUG_LOG` and
+/// `CUBECL_DEBUG_OPTION=debug` turn on ("[START_KERNEL_COMPILATION]\nname: …").
+fn is_compile_line(text: &str) -> bool {
+    text.starts_with("[Compiling kernel]") || text.starts_with("[START_KERNEL_COMPILATION]")
 }
 
 /// Installs [`Sink`] as the process's logger, unless another logger was installed first (then
