@@ -28,13 +28,19 @@ pub fn architecture(exp: &Experiment) -> Option<(LlamaConfig, String)> {
             .ok()
             .map(|c| (c, origin));
     }
-    let source = exp.model_source();
-    let local = Path::new(&source).exists()
-        || engram_checkpoint::model_store::find(&source).is_some_and(|m| m.cached().is_some());
+    local_architecture(&exp.model_source())
+}
+
+/// The architecture of model `source` (a path, a registry alias or a hub id, as `--model`
+/// takes it) from its config alone, where the checkpoint is already on this machine; `None`
+/// for a model not yet downloaded or a config that does not read.
+pub fn local_architecture(source: &str) -> Option<(LlamaConfig, String)> {
+    let local = Path::new(source).exists()
+        || engram_checkpoint::model_store::find(source).is_some_and(|m| m.cached().is_some());
     if !local {
         return None;
     }
-    let ckpt = Checkpoint::open(&source).ok()?;
+    let ckpt = Checkpoint::open(source).ok()?;
     let cfg = LlamaConfig::from_hf_json(&ckpt.config, &ckpt.config_origin).ok()?;
     Some((cfg, ckpt.origin))
 }

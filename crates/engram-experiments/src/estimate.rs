@@ -19,6 +19,7 @@ use engram_model::{LlamaConfig, LoraTarget};
 
 use crate::cells::{Cell, Method};
 use crate::experiment::Experiment;
+use crate::presets::TrainingPreset;
 
 /// Prompt-template tokens around a question (system header, turn markers).
 const TEMPLATE_TOKENS: f64 = 30.0;
@@ -78,6 +79,64 @@ pub fn lora_training_bytes(
     (weight_bytes + adapter + activations, adapter)
 }
 
+/// Tokens of `fact` as a training example: its rephrased question and answer in the template.
+fn example_tokens(fact: &Fact) -> f64 {
+    tokens(&fact.rephrased_question) + tokens(&fact.answer) + TEMPLATE_TOKENS
+}
+
+/// Peak memory of training adapters of `rank` with `training`'s settings on `facts`, with the
+/// base in `dtype` (`f32`, `bf16`, `f16`), and the adapter state within it, in bytes
+/// ([`lora_training_bytes`] at the batch size and the longest example).
+pub fn lora_training_peak(
+    cfg: &LlamaConfig,
+    dtype: &str,
+    training: &TrainingPreset,
+    rank: usize,
+    facts: &[Fact],
+) -> (f64, f64) {
+    let lora = &training.lora;
+    let adapter = lora_parameters(cfg, rank, &lora.targets, lora.layers.as_deref()) as f64;
+    let weights = cfg.num_parameters() as f64 * dtype_bytes(dtype);
+    let longest = facts.iter().map(example_tokens).fold(0.0, f64::max);
+    let batch = training.train.batch_size as f64;
+    lora_training_bytes(cfg, adapter, weights, batch, longest)
+}
+
+/// Refuses LoRA training that the planner says will not fit the device: when
+/// [`lora_training_peak`] exceeds the memory `backend`'s device has in all
+/// ([`engram_model::device_memory`]: a CUDA device's, the machine's for the CPU), an error that
+/// names `what` (a cell, a run) with both figures, before anything is loaded. Passes where the
+/// device's memory cannot be told (wgpu) and with `ENGRAM_SKIP_MEMORY_CHECK=1`.
+pub fn check_training_memory(
+    what: &str,
+    cfg: &LlamaConfig,
+    dtype: &str,
+    backend: &str,
+    training: &TrainingPreset,
+    rank: usize,
+    facts: &[Fact],
+) -> anyhow::Result<()> {
+    if std::env::var_os(SKIP_MEMORY_CHECK).is_some_and(|v| v == "1") {
+        return Ok(());
+    }
+    let Some(capacity) = engram_model::device_memory(backend) else {
+        return Ok(());
+    };
+    let (peak, adapter) = lora_training_peak(cfg, dtype, training, rank, facts);
+    if peak > capacity as f64 {
+        anyhow::bail!(
+            "{what}: needs about {} (the planner's estimate: weights, adapter state {}, activations), the {backend} device has {}; run it where there is more memory, or set {SKIP_MEMORY_CHECK}=1 to try anyway",
+            human_bytes(peak),
+            human_bytes(adapter),
+            human_bytes(capacity as f64)
+        );
+    }
+    Ok(())
+}
+
+/// The variable that, set to `1`, skips [`check_training_memory`].
+pub const SKIP_MEMORY_CHECK: &str = "ENGRAM_SKIP_MEMORY_CHECK";
+
 /// One cell's estimate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Estimate {
@@ -124,17 +183,10 @@ pub fn estimate(
         Method::Lora { rank } => {
             let (lora, t) = (&exp.training.lora, &exp.training.train);
             let l = lora_parameters(cfg, rank, &lora.targets, lora.layers.as_deref()) as f64;
-            let example_tokens: f64 = facts
-                .iter()
-                .map(|f| tokens(&f.rephrased_question) + tokens(&f.answer) + TEMPLATE_TOKENS)
-                .sum();
-            let longest = facts
-                .iter()
-                .map(|f| tokens(&f.rephrased_question) + tokens(&f.answer) + TEMPLATE_TOKENS)
-                .fold(0.0, f64::max);
+            let example_tokens: f64 = facts.iter().map(example_tokens).sum();
             let train_s = t.epochs as f64 * example_tokens * (4.0 * p + 6.0 * l) / flops;
             let (peak_bytes, adapter) =
-                lora_training_bytes(cfg, l, weights, t.batch_size as f64, longest);
+                lora_training_peak(cfg, &exp.model.dtype, &exp.training, rank, facts);
             Estimate {
                 seconds: train_s + answer_cost(question_tokens + TEMPLATE_TOKENS),
                 peak_bytes,
@@ -222,15 +274,20 @@ pub fn human_seconds(s: f64) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn rank_2048_on_llama_3_1_8b_needs_about_86_gb_of_adapter_state() {
+    /// Llama-3.1-8B-Instruct's architecture, from the config the repository keeps.
+    fn llama_8b() -> LlamaConfig {
         let path = format!(
             "{}/../../configs/models/llama-3.1-8b-instruct.config.json",
             std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR")
         );
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let cfg = LlamaConfig::from_hf_json(&v, &path).unwrap();
+        LlamaConfig::from_hf_json(&v, &path).unwrap()
+    }
+
+    #[test]
+    fn rank_2048_on_llama_3_1_8b_needs_about_86_gb_of_adapter_state() {
+        let cfg = llama_8b();
         let all = LoraTarget::ALL;
         // Per layer: q 4096+4096, k/v 4096+1024 each, o 4096+4096, gate/up 4096+14336 each,
         // down 14336+4096 = 81920 per unit of rank; × 32 layers × 2048.
@@ -240,5 +297,48 @@ mod tests {
         assert!((gb - 85.9).abs() < 0.1, "{gb}");
         // PEFT's count for rank 8 on all linear layers of Llama-3.1-8B: 20,971,520.
         assert_eq!(lora_parameters(&cfg, 8, &all, None), 20_971_520);
+    }
+
+    #[test]
+    fn training_that_does_not_fit_is_named_with_both_figures() {
+        let cfg = llama_8b();
+        let facts = vec![Fact {
+            id: "f".into(),
+            question: "q".repeat(120),
+            rephrased_question: "r".repeat(120),
+            answer: "a".repeat(40),
+            source: None,
+        }];
+        let training = TrainingPreset::default();
+        // 86 GB of adapter state at rank 2048, on top of the bf16 weights (16.06 GB) and the
+        // activations.
+        let (peak, adapter) = lora_training_peak(&cfg, "bf16", &training, 2048, &facts);
+        assert!((adapter / 1e9 - 85.9).abs() < 0.1, "{adapter}");
+        assert!(peak > adapter + 16.06e9, "{peak}");
+        // f32 weights take twice the bytes.
+        let (peak32, _) = lora_training_peak(&cfg, "f32", &training, 2048, &facts);
+        assert!(
+            (peak32 - peak - 16.06e9).abs() < 0.01e9,
+            "{peak32} vs {peak}"
+        );
+        // A rank no machine holds: refused, named, with both figures; wgpu (whose memory
+        // cannot be told) lets it through.
+        let err = check_training_memory(
+            "cell n10-r9",
+            &cfg,
+            "bf16",
+            "cpu",
+            &training,
+            1 << 30,
+            &facts,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("cell n10-r9: needs about "), "{err}");
+        assert!(err.contains("the cpu device has "), "{err}");
+        assert!(
+            check_training_memory("x", &cfg, "bf16", "wgpu", &training, 1 << 30, &facts).is_ok()
+        );
+        assert!(check_training_memory("x", &cfg, "bf16", "cpu", &training, 1, &facts).is_ok());
     }
 }

@@ -53,11 +53,14 @@ pub use cells::{Cell, Method, expand as expand_cells};
 pub use corpus_facts::{FactsReady, prepare_facts};
 pub use curve::{SampleExactMatch, exact_match_hits};
 pub use curve_plot::svg as curves_svg;
-pub use dry_run::dry_run;
+pub use dry_run::{dry_run, local_architecture};
 pub use enronqa::write::{EmailRow, write_parquet};
 pub use enronqa::{read_parquet, read_split, split_files};
 pub use error::{ExperimentError, Result};
-pub use estimate::{default_flops, human_bytes, lora_parameters, lora_training_bytes};
+pub use estimate::{
+    SKIP_MEMORY_CHECK, check_training_memory, default_flops, human_bytes, lora_parameters,
+    lora_training_bytes, lora_training_peak,
+};
 pub use executor::{Devices, DevicesReport, Executor, Job, Local, Outcome, Slurm, Submitted};
 pub use experiment::{Experiment, default_configs_dir};
 pub use facts::{Samples, load_pool, samples};

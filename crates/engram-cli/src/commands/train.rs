@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use engram_experiments::TrainingFlags;
 use engram_experiments::{SampleExactMatch, exact_match_hits};
+use engram_experiments::{TrainingFlags, check_training_memory, local_architecture};
 use engram_facts::{Asked, read_facts};
 use engram_lora::{EpochEval, LoraError, Trainer};
 use engram_model::AnswerConfig;
@@ -56,6 +56,12 @@ pub struct TrainArgs {
 pub fn run(a: TrainArgs) -> Result<()> {
     let facts = read_facts(&a.facts)?;
     let settings = a.training.settings()?;
+    // The planner's refusal comes before anything is loaded.
+    if let Some((cfg, origin)) = local_architecture(&a.model.model) {
+        let what = format!("rank {} on {origin}", a.rank);
+        let (dtype, backend) = (&a.model.dtype, &a.model.backend);
+        check_training_memory(&what, &cfg, dtype, backend, &settings, a.rank, &facts)?;
+    }
     let session = a.model.load_on(true)?;
     let mut lora = settings.lora_config(a.rank);
     if let Some(alpha) = a.alpha {

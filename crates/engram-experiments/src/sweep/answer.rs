@@ -15,34 +15,27 @@ use engram_model::{AnswerConfig, Session};
 
 use crate::cells::{Cell, Method};
 use crate::curve::SampleExactMatch;
+use crate::estimate::check_training_memory;
 use crate::experiment::Experiment;
 use crate::record::MethodMetrics;
 
-/// Refuses a cell whose estimated peak memory (the `--dry-run` planner's) exceeds what the
-/// device has, before anything is loaded onto it. Skipped where the architecture or the
-/// device's memory is unknown, or with `ENGRAM_SKIP_MEMORY_CHECK=1`.
+/// Refuses a LoRA cell whose estimated peak memory (the `--dry-run` planner's) exceeds what
+/// the device has, before anything is loaded onto it ([`check_training_memory`]); skipped where
+/// the architecture is unknown.
 pub fn check_memory(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Result<()> {
-    if std::env::var_os("ENGRAM_SKIP_MEMORY_CHECK").is_some_and(|v| v == "1") {
-        return Ok(());
-    }
-    let (Some((cfg, _)), Some(capacity)) = (
-        crate::dry_run::architecture(exp),
-        engram_model::device_memory(&exp.backend),
-    ) else {
+    let (Method::Lora { rank }, Some((cfg, _))) = (cell.method, crate::dry_run::architecture(exp))
+    else {
         return Ok(());
     };
-    let e = crate::estimate::estimate(exp, &cfg, cell, facts, 1.0);
-    if e.peak_bytes > capacity as f64 {
-        anyhow::bail!(
-            "{}: needs about {} (the planner's estimate: weights, adapter state {}, activations), the {} device has {}; run it where there is more memory, or set ENGRAM_SKIP_MEMORY_CHECK=1 to try anyway",
-            cell.id(),
-            crate::estimate::human_bytes(e.peak_bytes),
-            crate::estimate::human_bytes(e.adapter_state_bytes),
-            exp.backend,
-            crate::estimate::human_bytes(capacity as f64)
-        );
-    }
-    Ok(())
+    check_training_memory(
+        &cell.id(),
+        &cfg,
+        &exp.model.dtype,
+        &exp.backend,
+        &exp.training,
+        rank,
+        facts,
+    )
 }
 
 /// Trains the adapters of LoRA cell `cell` (at its rank) on `session`'s model into `work`
