@@ -297,14 +297,15 @@ pub fn device_name(_device: &Device) -> Option<String> {
 
 /// The memory a backend's device has in all, in bytes, where it can be told without opening
 /// it: a CUDA device's (the driver's `cuDeviceTotalMem`), the machine's for the CPU backend
-/// (`MemTotal`); `None` for wgpu and wherever it cannot be read.
+/// (`MemTotal`); `None` for wgpu and wherever it cannot be read. `auto` is the backend it opens
+/// ([`backend_kind`]).
 pub fn device_memory(name: &str) -> Option<u64> {
     let lower = name.to_ascii_lowercase();
     let (kind, index) = match lower.split_once(':') {
         Some((k, i)) => (k, i.parse::<usize>().ok()?),
         None => (lower.as_str(), 0),
     };
-    match kind {
+    match backend_kind(kind).as_str() {
         "cpu" | "flex" => {
             let text = std::fs::read_to_string("/proc/meminfo").ok()?;
             meminfo_total(&text)
@@ -430,6 +431,7 @@ mod tests {
             assert!(device_memory("cpu").is_some_and(|b| b > 1 << 20));
         }
         assert_eq!(device_memory("wgpu"), None);
+        assert_eq!(device_memory("auto"), device_memory(&backend_kind("auto")));
     }
 
     #[test]
