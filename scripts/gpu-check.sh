@@ -19,7 +19,9 @@
 #   6. engram bench train at the first rank again, in a new process (the warm first step)
 #   7. engram bench train at the other ranks, and at the first with bf16 adapter products
 #   8. engram bench generate at batch 1 and 16
-#   9. engram selftest --backend wgpu          (where a Vulkan driver is present; --vulkan-deb
+#   9. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
+#                                               f32's tolerances; its own autotune results)
+#  10. engram selftest --backend wgpu          (where a Vulkan driver is present; --vulkan-deb
 #                                               DEB: Debian's libvulkan1 package, unpacked when
 #                                               the machine has no libvulkan.so.1)
 # Everything goes under --out DIR, as it is produced: gpu-check.json (every step's figures,
@@ -306,6 +308,15 @@ bench_train " bf16-lora" "$first_rank" 90 --adapter-compute bf16
 step "bench generate" 90 "$work/generate.json" \
     "$engram" bench generate --backend "$backend" --dtype "$dtype" --architecture "$arch" \
     --random-weights --batch 1,16 --new-tokens 32 --prompt-len 64 --json "$work/generate.json"
+
+# f32 matmuls kept in f32: the selftest to f32's tolerances (a cold start for the matmuls it
+# chooses anew; the kernel cache keeps their autotune results in a database of their own).
+if [ "$backend" = cuda ]; then
+    export ENGRAM_TF32=off
+    step "selftest cuda TF32 off" 150 "$work/selftest-tf32-off.json" \
+        "$engram" selftest --backend cuda --json "$work/selftest-tf32-off.json"
+    unset ENGRAM_TF32
+fi
 
 if [ "$wgpu" = yes ]; then
     # The Vulkan loader, where the machine has the NVIDIA ICD but no libvulkan.so.1.

@@ -40,28 +40,28 @@ use serde_json::{Value, json};
 use crate::Out;
 use crate::phases::step_phases;
 
-/// Dense tensor-core peaks in TFLOP/s (no sparsity) of known GPUs: (name fragment, bf16/f16,
-/// TF32). The first fragment the device's name contains wins.
-const PEAKS: [(&str, f64, f64); 6] = [
-    ("H200", 989.4, 494.7),
-    ("H100 PCIe", 756.0, 378.0),
-    ("H100", 989.4, 494.7),
-    ("A100", 312.0, 156.0),
-    ("L40S", 362.1, 183.0),
-    ("A10G", 70.0, 35.0),
+/// Dense peaks in TFLOP/s (no sparsity) of known GPUs: (name fragment, bf16/f16 tensor cores,
+/// TF32 tensor cores, f32 without them). The first fragment the device's name contains wins.
+const PEAKS: [(&str, f64, f64, f64); 6] = [
+    ("H200", 989.4, 494.7, 66.9),
+    ("H100 PCIe", 756.0, 378.0, 51.2),
+    ("H100", 989.4, 494.7, 66.9),
+    ("A100", 312.0, 156.0, 19.5),
+    ("L40S", 362.1, 183.0, 91.6),
+    ("A10G", 70.0, 35.0, 31.2),
 ];
 
-/// The peak of the device named `name` for weights in `dtype`, if it is a known GPU.
+/// The peak of the device named `name` for weights in `dtype`, if it is a known GPU: f32's
+/// TF32 peak, or its plain f32 one where TF32 is turned off (`ENGRAM_TF32=off`).
 pub fn known_peak_tflops(name: &str, dtype: WeightDType) -> Option<f64> {
+    let tf32 = engram_model::cuda_tf32() != Some(false);
     PEAKS
         .iter()
-        .find(|(fragment, _, _)| name.contains(fragment))
-        .map(|&(_, half, tf32)| {
-            if dtype == WeightDType::F32 {
-                tf32
-            } else {
-                half
-            }
+        .find(|(fragment, ..)| name.contains(fragment))
+        .map(|&(_, half, tensor_f32, plain_f32)| match dtype {
+            WeightDType::F32 if tf32 => tensor_f32,
+            WeightDType::F32 => plain_f32,
+            _ => half,
         })
 }
 

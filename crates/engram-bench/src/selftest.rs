@@ -47,9 +47,10 @@ const LOGIT_TOL_TF32: f64 = 5e-3;
 /// wrong gradient gives (order 1).
 const STEP_TOL_TF32: f64 = 5e-2;
 
-/// The logit and LoRA-step tolerances for `backend`: TF32's on CUDA, f32's elsewhere.
+/// The logit and LoRA-step tolerances for `backend`: TF32's on CUDA, f32's elsewhere and where
+/// TF32 is turned off (`ENGRAM_TF32=off`).
 fn tolerances(backend: &str) -> (f64, f64) {
-    if engram_model::backend_kind(backend) == "cuda" {
+    if engram_model::backend_kind(backend) == "cuda" && engram_model::cuda_tf32() != Some(false) {
         (LOGIT_TOL_TF32, STEP_TOL_TF32)
     } else {
         (LOGIT_TOL, STEP_TOL)

@@ -39,8 +39,8 @@ pub use config::{Architecture, LlamaConfig, RopeScaling};
 // backends); re-exported here, where callers of the model find them.
 pub use attention::fused_attention;
 pub use engram_ops::device::{
-    available_backends, backend_kind, cuda_compiler, device_from_name, device_label, device_memory,
-    device_name, is_cpu, open_device,
+    TF32_VAR, available_backends, backend_kind, cuda_compiler, cuda_tf32, device_from_name,
+    device_label, device_memory, device_name, is_cpu, open_device,
 };
 #[doc(hidden)]
 pub use engram_ops::testing;

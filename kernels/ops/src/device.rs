@@ -55,8 +55,18 @@ pub fn device_from_name(name: &str) -> Result<Device> {
         "wgpu" | "vulkan" => {
             wgpu_device(index).ok_or_else(|| unknown("built without the `wgpu` feature"))
         }
-        "cuda" => cuda_device(index.unwrap_or(0))
-            .ok_or_else(|| unknown("built without the `cuda` feature")),
+        "cuda" => {
+            // Before the device opens: its properties say whether it has TF32.
+            let allowed = tf32_setting(std::env::var(TF32_VAR).ok().as_deref()).map_err(|why| {
+                DeviceError::Device {
+                    backend: name.into(),
+                    reason: why,
+                }
+            })?;
+            set_tf32_allowed(allowed);
+            cuda_device(index.unwrap_or(0))
+                .ok_or_else(|| unknown("built without the `cuda` feature"))
+        }
         _ => Err(unknown("not a backend name")),
     }
 }
@@ -167,6 +177,42 @@ pub fn cuda_compiler() -> Option<&'static str> {
     None
 }
 
+/// The variable that keeps f32 matmuls on CUDA in f32: `ENGRAM_TF32=off`. By default (`on`)
+/// cubek-matmul runs them on TF32 tensor cores (10 mantissa bits) wherever the device has them,
+/// as PyTorch does with `torch.backends.cuda.matmul.allow_tf32 = True`; bf16 and f16 matmuls are
+/// not affected.
+pub const TF32_VAR: &str = "ENGRAM_TF32";
+
+/// What a value of [`TF32_VAR`] asks for: `true` (TF32 allowed) when unset, empty, `on`, `1`,
+/// `true` or `yes`; `false` for `off`, `0`, `false` or `no`; any other value is named.
+pub fn tf32_setting(value: Option<&str>) -> std::result::Result<bool, String> {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("" | "on" | "1" | "true" | "yes") => Ok(true),
+        Some("off" | "0" | "false" | "no") => Ok(false),
+        Some(_) => Err(format!(
+            "{TF32_VAR}={}: use on or off",
+            value.unwrap_or_default()
+        )),
+    }
+}
+
+/// Whether this process's CUDA devices run f32 matmuls on TF32 tensor cores ([`TF32_VAR`]);
+/// `None` in a build without `cuda`.
+pub fn cuda_tf32() -> Option<bool> {
+    cfg!(feature = "cuda")
+        .then(|| tf32_setting(std::env::var(TF32_VAR).ok().as_deref()).unwrap_or(true))
+}
+
+/// Passes the TF32 setting to engram's cubecl-cuda (read when a device opens).
+#[cfg(feature = "cuda")]
+fn set_tf32_allowed(allowed: bool) {
+    cubecl_cuda::set_tf32_allowed(allowed);
+}
+
+/// Nothing to pass in a build without `cuda`.
+#[cfg(not(feature = "cuda"))]
+fn set_tf32_allowed(_allowed: bool) {}
+
 /// Whether NVRTC can compile here: `libnvrtc` loads and the CUDA headers its kernels include are
 /// under `$CUDA_PATH/include` (or a toolkit's). The error names what is missing and where to get it.
 #[cfg(feature = "cuda")]
@@ -273,11 +319,15 @@ pub fn backend_kind(name: &str) -> String {
 }
 
 /// What to call the device opened from `backend` in reports: the name it gives itself (else the
-/// backend's name), with the kernel compiler on CUDA (`NVIDIA H200, nvrtc`).
+/// backend's name), with the kernel compiler on CUDA (`NVIDIA H200, nvrtc`) and TF32 where it
+/// is turned off (`NVIDIA H200, llvm, TF32 off`).
 pub fn device_label(device: &Device, backend: &str) -> String {
     let name = device_name(device).unwrap_or_else(|| backend.to_string());
     match cuda_compiler() {
-        Some(compiler) if backend_kind(backend) == "cuda" => format!("{name}, {compiler}"),
+        Some(compiler) if backend_kind(backend) == "cuda" => match cuda_tf32() {
+            Some(false) => format!("{name}, {compiler}, TF32 off"),
+            _ => format!("{name}, {compiler}"),
+        },
         _ => name,
     }
 }
@@ -418,6 +468,29 @@ mod tests {
         assert_eq!(backend_kind("wgpu"), "wgpu");
         assert_eq!(backend_kind("auto"), available_backends()[0]);
         assert_ne!(backend_kind("auto"), "auto");
+    }
+
+    #[test]
+    fn the_tf32_setting_is_on_unless_turned_off_and_a_bad_value_is_named() {
+        for on in [
+            None,
+            Some(""),
+            Some("on"),
+            Some("1"),
+            Some("TRUE"),
+            Some(" yes "),
+        ] {
+            assert_eq!(tf32_setting(on), Ok(true), "{on:?}");
+        }
+        for off in ["off", "0", "false", "No", "OFF"] {
+            assert_eq!(tf32_setting(Some(off)), Ok(false), "{off}");
+        }
+        assert_eq!(
+            tf32_setting(Some("maybe")),
+            Err("ENGRAM_TF32=maybe: use on or off".into())
+        );
+        // Only a CUDA build has TF32 to turn off.
+        assert_eq!(cuda_tf32().is_some(), cfg!(feature = "cuda"));
     }
 
     #[test]

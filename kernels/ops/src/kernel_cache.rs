@@ -153,10 +153,16 @@ fn not_a_database(database: &Path) -> Option<String> {
     }
 }
 
-/// The database's name: engram's version, and the host's name where `dir` is on a network file
-/// system (one database a host there).
+/// The database's name: engram's version, `-tf32-off` where CUDA's TF32 is turned off
+/// ([`crate::device::TF32_VAR`]: its autotune results, chosen among other matmul kernels, are
+/// kept apart), and the host's name where `dir` is on a network file system (one database a
+/// host there).
 fn environment_name(dir: &Path) -> String {
-    let base = format!("engram-{}", env!("CARGO_PKG_VERSION"));
+    let tf32 = match crate::device::cuda_tf32() {
+        Some(false) => "-tf32-off",
+        _ => "",
+    };
+    let base = format!("engram-{}{tf32}", env!("CARGO_PKG_VERSION"));
     match network_fs(dir) {
         Some(_) => format!("{base}-{}", host_name()),
         None => base,

@@ -42,8 +42,8 @@ pub mod swiglu;
 pub mod testing;
 
 pub use device::{
-    available_backends, backend_kind, cuda_compiler, device_from_name, device_label, device_memory,
-    device_name, is_cpu, open_device,
+    TF32_VAR, available_backends, backend_kind, cuda_compiler, cuda_tf32, device_from_name,
+    device_label, device_memory, device_name, is_cpu, open_device,
 };
 pub use error::DeviceError;
 pub use launches::LaunchCounter;

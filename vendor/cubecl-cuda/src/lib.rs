@@ -6,10 +6,12 @@ pub mod compiler;
 mod compute;
 mod device;
 mod runtime;
+mod tf32;
 
 pub use compiler::{CudaBackend, CudaCompilationOptions, CudaCompiler, CudaRepresentation, COMPILER_VAR};
 pub use device::*;
 pub use runtime::*;
+pub use tf32::{set_tf32_allowed, tf32_allowed};
 
 pub mod install {
     use std::path::PathBuf;

@@ -259,8 +259,11 @@ impl DeviceService for CudaServer {
         }
 
         if arch_version >= 80 {
-            device_props
-                .register_type_usage(ElemType::Float(FloatKind::TF32), TypeUsage::Conversion);
+            // engram patch: not advertised where TF32 is turned off (crate::tf32).
+            if crate::tf32::tf32_allowed() {
+                device_props
+                    .register_type_usage(ElemType::Float(FloatKind::TF32), TypeUsage::Conversion);
+            }
             device_props.features.copy_async = true;
         }
 
