@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use engram_baselines::rag::RetrievalMetrics;
+use engram_model::kernel_cache::CompileSummary;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -180,6 +181,11 @@ pub struct CellRecord {
     pub questions: Vec<QuestionRecord>,
     /// Stage timings.
     pub timings: Timings,
+    /// GPU kernels compiled and autotune decisions made while the cell ran, on a GPU backend
+    /// (its share of the process's; a cell that loads the model counts the load's too); absent
+    /// on the CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<CompileSummary>,
     /// engram, Burn and judge versions.
     pub versions: Versions,
     /// When the record was written (seconds since the Unix epoch).

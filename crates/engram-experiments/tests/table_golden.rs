@@ -70,6 +70,7 @@ fn record(
         },
         questions,
         timings: Timings::default(),
+        kernels: None,
         versions: Versions::default(),
         finished_unix: 0,
     }

@@ -1,6 +1,7 @@
 //! What a training run reports: one [`EpochRecord`] per epoch and the [`TrainRecord`] of the
 //! run, written to `OUT/train_record.json` (also when it diverges).
 
+use engram_model::kernel_cache::CompileSummary;
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
@@ -71,4 +72,9 @@ pub struct TrainRecord {
     pub resumed_after_epoch: Option<usize>,
     /// Per-epoch records (including those before a resume).
     pub epochs: Vec<EpochRecord>,
+    /// GPU kernels compiled and autotune decisions made by this run (this process's part of
+    /// it, from its model on the device to the latest write), on a GPU backend; absent on the
+    /// CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<CompileSummary>,
 }

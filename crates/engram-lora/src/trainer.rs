@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use engram_facts::Fact;
 use engram_io::{Progress, Quiet, Stop};
+use engram_model::kernel_cache::{self, CompileSummary};
 use engram_model::{Llama, LoraConfig};
 use engram_tokenizer::ChatTokenizer;
 use sha2::{Digest, Sha256};
@@ -70,10 +71,16 @@ struct Run {
     state: TrainerState,
     record: TrainRecord,
     record_path: PathBuf,
+    /// The process's compile work when the run began, on a GPU backend.
+    kernels_before: Option<CompileSummary>,
 }
 
 impl Run {
-    fn write_record(&self) -> Result<()> {
+    /// Writes the record, with the run's compile work so far.
+    fn write_record(&mut self) -> Result<()> {
+        if let Some(before) = &self.kernels_before {
+            self.record.kernels = Some(kernel_cache::summary().since(before));
+        }
         let json = serde_json::to_vec_pretty(&self.record).expect("json");
         Ok(engram_io::write_file(&self.record_path, &json)?)
     }
@@ -228,12 +235,17 @@ impl Trainer<'_> {
             train: self.train.clone(),
             resumed_after_epoch: resumed_after,
             epochs: state.epochs.clone(),
+            kernels: None,
         };
         let run = Run {
             optim,
             state,
             record,
             record_path: out.join(crate::record::TRAIN_RECORD),
+            kernels_before: (!engram_model::is_cpu(&model.device()))
+                .then(kernel_cache::state)
+                .flatten()
+                .map(|_| kernel_cache::summary()),
         };
         Ok((model, run))
     }

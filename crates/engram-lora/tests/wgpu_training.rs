@@ -124,6 +124,18 @@ fn wgpu_matches_cpu(model_dir: &std::path::Path) {
     let config =
         |d: &std::path::Path| std::fs::read_to_string(d.join(engram_lora::ADAPTER_CONFIG)).unwrap();
     assert_eq!(config(gpu_out.path()), config(cpu_out.path()));
+    // The wgpu run's record carries its compile work (kernels compiled, autotune decisions,
+    // the cache); the CPU run's has none.
+    let record = |d: &std::path::Path| -> serde_json::Value {
+        let text = std::fs::read_to_string(d.join(engram_lora::TRAIN_RECORD)).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    assert!(record(cpu_out.path()).get("kernels").is_none());
+    let kernels = record(gpu_out.path())["kernels"].clone();
+    assert!(
+        kernels["kernels_compiled"].is_u64() && kernels["autotune_decisions"].is_u64(),
+        "{kernels}"
+    );
 }
 
 /// A run on wgpu stopped after epoch 2 and resumed from its checkpoint ends on the same adapter,

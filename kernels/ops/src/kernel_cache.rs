@@ -447,6 +447,29 @@ impl std::fmt::Display for CompileSummary {
     }
 }
 
+impl CompileSummary {
+    /// The work done since `earlier` (a summary of the same process taken before): the counts
+    /// and seconds less `earlier`'s, for a piece of work inside a longer process (a sweep's
+    /// cell, a training run after its model loaded).
+    pub fn since(&self, earlier: &CompileSummary) -> CompileSummary {
+        let less =
+            |now: Option<f64>, then: Option<f64>| now.map(|n| (n - then.unwrap_or(0.0)).max(0.0));
+        CompileSummary {
+            kernels_compiled: self
+                .kernels_compiled
+                .saturating_sub(earlier.kernels_compiled),
+            compile_seconds: less(self.compile_seconds, earlier.compile_seconds),
+            kernels_loaded: self
+                .kernels_loaded
+                .map(|n| n.saturating_sub(earlier.kernels_loaded.unwrap_or(0))),
+            autotune_decisions: self
+                .autotune_decisions
+                .saturating_sub(earlier.autotune_decisions),
+            cache: self.cache.clone(),
+        }
+    }
+}
+
 /// This process's compile work so far, with the compile seconds read back from the cache's
 /// records (a database read: call it at the end of a piece of work, not in a loop).
 pub fn summary() -> CompileSummary {
@@ -520,6 +543,27 @@ mod tests {
             CompileSummary::default().to_string(),
             "GPU kernels: 0 compiled, 0 autotune decisions (no kernel cache)"
         );
+    }
+
+    #[test]
+    fn work_since_an_earlier_summary_is_the_difference() {
+        let at = |compiled, seconds, loaded, tuned| CompileSummary {
+            kernels_compiled: compiled,
+            compile_seconds: seconds,
+            kernels_loaded: loaded,
+            autotune_decisions: tuned,
+            cache: Some("/c/engram-0.1.0.db".into()),
+        };
+        let before = at(100, Some(30.0), Some(4), 20);
+        let after = at(163, Some(41.5), Some(10), 26);
+        assert_eq!(after.since(&before), at(63, Some(11.5), Some(6), 6));
+        assert_eq!(after.since(&after), at(0, Some(0.0), Some(0), 0));
+        // Without a cache there are no seconds or loads to subtract.
+        let bare = |compiled| CompileSummary {
+            kernels_compiled: compiled,
+            ..Default::default()
+        };
+        assert_eq!(bare(7).since(&bare(2)), bare(5));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use engram_baselines::{Method as AnswerMethod, Retriever, answer_by};
 use engram_facts::Fact;
 use engram_io::{Progress, Stop};
 use engram_model::AnswerConfig;
+use engram_model::kernel_cache::{self, CompileSummary};
 
 use super::answer::{check_memory, export_gguf, lora_metrics, method_metrics, train};
 use super::judged::{judge_answers, not_applicable};
@@ -107,6 +108,7 @@ impl<'a> Runner<'a> {
     fn run_cell(&mut self, plan: &PlannedCell, facts: &[Fact]) -> Result<CellRecord> {
         let (cell, hash) = (&plan.cell, plan.hash.as_str());
         let t0 = Instant::now();
+        let kernels_before = self.compile_work();
         let id = cell.id();
         let work = self.work.prepare(&id, hash)?;
         let had_session = self.shared.has_session();
@@ -162,6 +164,7 @@ impl<'a> Runner<'a> {
                 judge_s,
                 total_s: t0.elapsed().as_secs_f64(),
             },
+            kernels: kernels_before.map(|before| kernel_cache::summary().since(&before)),
             versions: self.versions(),
             finished_unix: now(),
         })
@@ -260,9 +263,20 @@ impl<'a> Runner<'a> {
                 total_s,
                 ..Timings::default()
             },
+            kernels: None,
             versions: self.versions(),
             finished_unix: now(),
         }
+    }
+
+    /// The process's compile work so far where the experiment runs on a GPU backend (its kernel
+    /// cache set up first, so that the cell that opens the device counts from zero); `None` on
+    /// the CPU.
+    fn compile_work(&self) -> Option<CompileSummary> {
+        (engram_model::backend_kind(&self.exp.backend) != "cpu").then(|| {
+            kernel_cache::configure();
+            kernel_cache::summary()
+        })
     }
 
     /// The versions a record states.
