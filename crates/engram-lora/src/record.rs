@@ -73,8 +73,8 @@ pub struct TrainRecord {
     /// Per-epoch records (including those before a resume).
     pub epochs: Vec<EpochRecord>,
     /// GPU kernels compiled and autotune decisions made by this run (this process's part of
-    /// it, from its model on the device to the latest write), on a GPU backend; absent on the
-    /// CPU.
+    /// it, from its model on the device to its end: finished, stopped or diverged), on a GPU
+    /// backend; absent on the CPU and while the run goes on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernels: Option<CompileSummary>,
 }

@@ -76,13 +76,18 @@ struct Run {
 }
 
 impl Run {
-    /// Writes the record, with the run's compile work so far.
-    fn write_record(&mut self) -> Result<()> {
+    fn write_record(&self) -> Result<()> {
+        let json = serde_json::to_vec_pretty(&self.record).expect("json");
+        Ok(engram_io::write_file(&self.record_path, &json)?)
+    }
+
+    /// Writes the record as the run ends (finished, stopped or diverged), with its compile
+    /// work: a read of the kernel cache's database, kept out of the per-epoch writes.
+    fn write_final_record(&mut self) -> Result<()> {
         if let Some(before) = &self.kernels_before {
             self.record.kernels = Some(kernel_cache::summary().since(before));
         }
-        let json = serde_json::to_vec_pretty(&self.record).expect("json");
-        Ok(engram_io::write_file(&self.record_path, &json)?)
+        self.write_record()
     }
 }
 
@@ -279,7 +284,7 @@ impl Trainer<'_> {
                     saved: run.state.epoch,
                 };
                 run.record.error = Some(err.to_string());
-                run.write_record()?;
+                run.write_final_record()?;
                 return Err(err);
             }
             lr = data.schedule.at(run.state.global_step);
@@ -314,7 +319,7 @@ impl Trainer<'_> {
                         };
                         run.record.status = "diverged".into();
                         run.record.error = Some(err.to_string());
-                        run.write_record()?;
+                        run.write_final_record()?;
                         return Err(err);
                     }
                 }
@@ -462,7 +467,7 @@ impl Trainer<'_> {
         let model = trained?;
         self.save_adapter(&model, out)?;
         run.record.status = "finished".into();
-        run.write_record()?;
+        run.write_final_record()?;
         Ok(TrainOutcome {
             model,
             record: run.record,
