@@ -10,7 +10,10 @@
 //!    factors — agrees with the CPU backend's to 1e-4 (relative), with no NaN;
 //! 5. three AdamW steps from those factors on host-drawn gradients (clip factor, weight decay,
 //!    the fused update) end within 1e-5 of `lr × steps` of the CPU backend's factors;
-//! 6. the memory the device's allocator holds (or the process's peak RSS on the CPU).
+//! 6. RoPE and attention through engram's hand-written kernels, forward and gradients, in the
+//!    device's half type (bf16; f16 on wgpu, whose WGSL has no bf16) within 3e-2 (relative) of
+//!    the Burn ops they replace — on CUDA the kernels' bf16 code, which no CPU test runs;
+//! 7. the memory the device's allocator holds (or the process's peak RSS on the CPU).
 //!
 //! It exits non-zero naming every check that failed.
 
@@ -18,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use burn::tensor::Device;
+use burn::tensor::{DType, Device};
 use engram_checkpoint::{Checkpoint, ReferenceFile};
 use engram_facts::read_facts;
 use engram_lora::{PeftAdapter, TrainExample, build_examples};
@@ -218,6 +221,42 @@ fn update_check(fixtures: &Path, device: &Device) -> Result<(f64, f64)> {
     ))
 }
 
+/// Relative tolerance of the half-precision kernels against the Burn ops (the unit tests' bf16
+/// tolerance: the two round differently, a few bf16 ulps apart).
+const HALF_KERNEL_TOL: f64 = 3e-2;
+
+/// The half type `backend`'s kernels are checked in: bf16, f16 on wgpu (WGSL has no bf16).
+fn half_dtype(backend: &str) -> DType {
+    if engram_model::backend_kind(backend) == "wgpu" {
+        DType::F16
+    } else {
+        DType::BF16
+    }
+}
+
+/// RoPE and attention through the kernels against the composed Burn ops on `device`, in
+/// `dtype`, plain and with joined projections ([`engram_model::selfcheck`]).
+/// A panic inside (a kernel the device cannot compile) is this check's error, so the other
+/// checks' results are still reported.
+fn half_kernels_check(
+    device: &Device,
+    dtype: DType,
+) -> Result<engram_model::selfcheck::KernelDistance> {
+    let device = device.clone().autodiff();
+    device.seed(25);
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        engram_model::selfcheck::rope_attention_distance(&device, dtype)
+    }))
+    .map_err(|panic| {
+        let text = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic");
+        anyhow::anyhow!("{dtype:?} kernels failed: {text}")
+    })
+}
+
 /// The device allocator's reserved bytes, or the process's peak RSS.
 fn memory(device: &Device) -> (String, f64) {
     if let Some(u) = device.memory_pool_usage() {
@@ -345,6 +384,25 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
         },
         (Err(e), s) => failed("AdamW steps vs CPU", e, s),
     }));
+    let dtype = half_dtype(&a.backend);
+    let label = format!("RoPE+attention {}", format!("{dtype:?}").to_lowercase());
+    starting(out, &label);
+    checks.push(ended(
+        out,
+        match timed(|| half_kernels_check(&device, dtype)) {
+            (Ok(d), s) => Check {
+                name: label,
+                passed: f64::from(d.forward.max(d.gradients)) <= HALF_KERNEL_TOL,
+                figure: format!(
+                    "kernels vs Burn ops: forward {:.2e}, gradients {:.2e} of max (≤ {HALF_KERNEL_TOL:e})",
+                    d.forward, d.gradients
+                ),
+                value: f64::from(d.forward.max(d.gradients)),
+                seconds: s,
+            },
+            (Err(e), s) => failed(&label, e, s),
+        },
+    ));
     let (mem_text, mem_bytes) = memory(&device);
     say!(out, "memory: {mem_text}");
     let bad: Vec<&str> = checks

@@ -1,6 +1,7 @@
 //! `engram selftest` and the random-weight benchmarks as a user runs them: the CPU and (with the
 //! `wgpu` feature, on llvmpipe without a GPU) the wgpu backend pass against transformers'
-//! references, the CPU's LoRA step and its AdamW steps; bad fixtures and unknown backends are named.
+//! references, the CPU's LoRA step and its AdamW steps, and RoPE and attention in half precision
+//! against the Burn ops; bad fixtures and unknown backends are named.
 
 use std::path::Path;
 use std::process::Command;
@@ -32,7 +33,7 @@ fn selftest_with(backend: &str, mut engram: Command) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "selftest on {backend} failed");
-    assert!(stdout.contains("5 of 5 checks passed"), "{stdout}");
+    assert!(stdout.contains("6 of 6 checks passed"), "{stdout}");
     serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap()
 }
 
@@ -84,6 +85,9 @@ fn selftest_passes_on_the_cpu_and_names_bad_input() {
     assert!(value(&r, "logits tiny-f32") <= 1e-4);
     assert_eq!(value(&r, "LoRA step vs CPU"), 0.0);
     assert_eq!(value(&r, "AdamW steps vs CPU"), 0.0);
+    // The CPU backend's half-precision path against the composed ops (the kernels' own bf16
+    // code runs only on CUDA; f16's on llvmpipe below).
+    assert!(value(&r, "RoPE+attention bf16") <= 3e-2);
 
     let said = failing(&["selftest", "--fixtures", "/nonexistent/fixtures"]);
     assert!(said.contains("/nonexistent/fixtures/tiny-f32"), "{said}");
@@ -133,6 +137,10 @@ fn selftest_passes_on_wgpu() {
     let update = value(&r, "AdamW steps vs CPU");
     eprintln!("wgpu AdamW steps: max |Δfactor| = {update:.2e} of lr × steps");
     assert!(update <= 1e-5);
+    // The kernels' f16 code against the composed ops on llvmpipe.
+    let half = value(&r, "RoPE+attention f16");
+    eprintln!("wgpu RoPE+attention f16: {half:.2e} of max");
+    assert!(half <= 3e-2);
 }
 
 #[test]

@@ -94,6 +94,18 @@ pub fn index_type(dtype: DType) -> Option<cubecl::ir::ElemType> {
     })
 }
 
+/// CubeCL's element type for a float `dtype` a hand-written kernel takes (f32, f16, bf16;
+/// `#[define]`d at launch), `None` for others.
+pub fn float_type(dtype: DType) -> Option<cubecl::ir::ElemType> {
+    use cubecl::ir::{ElemType, FloatKind};
+    Some(match dtype {
+        DType::F32 => ElemType::Float(FloatKind::F32),
+        DType::F16 => ElemType::Float(FloatKind::F16),
+        DType::BF16 => ElemType::Float(FloatKind::BF16),
+        _ => return None,
+    })
+}
+
 /// `t` laid out as rows (a matmul may leave its output storage-tiled, which only the matmul
 /// reads).
 fn untiled(t: CubeTensor) -> CubeTensor {

@@ -37,6 +37,7 @@ pub mod mask;
 pub mod norm;
 pub mod pick_rows;
 pub mod rope;
+pub mod selfcheck;
 pub mod swiglu;
 #[doc(hidden)]
 pub mod testing;

@@ -7,13 +7,18 @@ use std::sync::{Mutex, MutexGuard};
 use burn::tensor::{DType, Tensor};
 
 /// Largest difference of `got` from `want`, relative to `want`'s largest magnitude (how the
-/// closed-form backwards are compared with autodiff's).
+/// closed-form backwards are compared with autodiff's); infinite where a NaN stands on either
+/// side of a pair, which `f32::max` would otherwise pass over.
 pub fn max_rel_diff(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len(), "length mismatch");
     let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-    got.iter()
-        .zip(want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs() / scale))
+    got.iter().zip(want).fold(0f32, |m, (a, b)| {
+        if a == b {
+            return m;
+        }
+        let d = (a - b).abs() / scale;
+        if d.is_nan() { f32::INFINITY } else { m.max(d) }
+    })
 }
 
 /// A tensor's values as f32, whatever its float dtype.

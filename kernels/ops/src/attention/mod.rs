@@ -547,23 +547,16 @@ pub fn attention_eager(
 
 #[cfg(test)]
 mod tests {
-    use burn::tensor::{Bool, DType, Device, Distribution, Tensor, s};
+    use burn::tensor::{Bool, DType, Device, Distribution, Tensor};
 
     use crate::testing::{f32_values, max_rel_diff};
 
     use super::attention_core;
     use super::attention_eager;
-    use crate::mask::segment_mask;
-    use crate::rope::{rotary_composed, test_tables};
 
-    /// A packed batch's mask: row 0 holds sequences of 3 and 2 slots, row 1 one of 4 and a
-    /// padding slot.
+    /// A packed batch's mask ([`crate::selfcheck::packed_mask`]).
     fn mask(device: &Device) -> Tensor<4, Bool> {
-        let segments = Tensor::from_data(
-            burn::tensor::TensorData::new(vec![0i64, 0, 0, 1, 1, 0, 0, 0, 0, 5], [2, 5]),
-            device,
-        );
-        segment_mask(segments)
+        crate::selfcheck::packed_mask(device)
     }
 
     /// The op's output and its q, k, v gradients against autodiff through the eager ops, for
@@ -634,7 +627,7 @@ mod tests {
     }
 
     /// [`check_rope`] with the products (q, k, v of a joined op) in `delta_dtype`, as f32
-    /// adapters on a bf16 model give them.
+    /// adapters on a bf16 model give them ([`crate::selfcheck::rope_attention_pair`]).
     fn check_rope_with(
         device: &Device,
         dtype: DType,
@@ -642,83 +635,17 @@ mod tests {
         tol: f32,
         joined: bool,
     ) -> Vec<(String, u64)> {
-        let (b, t, kv, groups, d) = (2, 5, 2, 2, 8);
-        let h = kv * groups;
-        let (cos, sin) = test_tables(&[0, 3], t, d, device);
-        let normal = Distribution::Normal(0.0, 1.5);
-        let base0 = Tensor::<4>::random([b, t, h + 2 * kv, d], normal, device);
-        let q0 = Tensor::<4>::random([b, t, h, d], normal, device);
-        let k0 = Tensor::<4>::random([b, t, kv, d], normal, device);
-        let v0 = Tensor::<4>::random([b, t, kv, d], normal, device);
-        let up = Tensor::<4>::random([b, kv, groups * t, d], normal, device);
-        let m = mask(device);
-        let (scale, delta_scale) = ((d as f64).powf(-0.5), 0.75);
-        let mut launches = Vec::new();
-        let mut run = |fused: bool| {
-            let base = base0.clone().cast(dtype).require_grad();
-            let q = q0.clone().cast(delta_dtype).require_grad();
-            let k = k0.clone().cast(delta_dtype).require_grad();
-            let v = v0.clone().cast(delta_dtype).require_grad();
-            // Inputs computed before counting.
-            for t in [&base, &q, &k, &v, &up] {
-                let _ = f32_values(t.clone().sum());
-            }
-            let counter = crate::LaunchCounter::start(device);
-            let (qa, ka, va) = (q.clone(), k.clone(), v.clone());
-            let out = match (fused, joined) {
-                (true, false) => super::attention_rope(qa, ka, va, &cos, &sin, m.clone(), h, scale),
-                (true, true) => super::attention_rope_joined(
-                    base.clone(),
-                    qa,
-                    ka,
-                    va,
-                    &cos,
-                    &sin,
-                    m.clone(),
-                    h,
-                    scale,
-                    delta_scale,
-                ),
-                (false, _) => {
-                    let (qa, ka, va) = if joined {
-                        let part = |from: usize, n: usize, x: Tensor<4>| {
-                            base.clone().slice(s![.., .., from..from + n])
-                                + x.mul_scalar(delta_scale).cast(dtype)
-                        };
-                        (part(0, h, qa), part(h, kv, ka), part(h + kv, kv, va))
-                    } else {
-                        (qa, ka, va)
-                    };
-                    let q = rotary_composed(qa, &cos, &sin).swap_dims(1, 2).reshape([
-                        b,
-                        kv,
-                        groups * t,
-                        d,
-                    ]);
-                    let k = rotary_composed(ka, &cos, &sin).swap_dims(1, 2);
-                    attention_eager(q, k, va.swap_dims(1, 2), Some(m.clone()), h, scale)
-                }
-            };
-            assert_eq!(out.dtype(), dtype);
-            let grads = (out.clone().cast(DType::F32) * up.clone()).sum().backward();
-            let g = |t: &Tensor<4>| t.grad(&grads).map(f32_values).unwrap_or_default();
-            let values = (f32_values(out), [g(&q), g(&k), g(&v), g(&base)]);
-            if let (true, Some(c)) = (fused, counter) {
-                launches = c.by_kernel();
-            }
-            values
-        };
-        let (out, grads) = run(true);
-        let (out_ref, grads_ref) = run(false);
+        let (op, reference) =
+            crate::selfcheck::rope_attention_pair(device, dtype, delta_dtype, joined);
         // The f32 forward computes what the composed ops do, in their order.
         if dtype == DType::F32 || !joined {
-            assert_eq!(out, out_ref, "{dtype:?} forward");
+            assert_eq!(op.output, reference.output, "{dtype:?} forward");
         } else {
-            let diff = max_rel_diff(&out, &out_ref);
+            let diff = max_rel_diff(&op.output, &reference.output);
             assert!(diff <= tol, "{dtype:?} forward {diff}");
         }
         let names = ["q", "k", "v", "base"];
-        for ((name, got), want) in names.into_iter().zip(grads).zip(grads_ref) {
+        for ((name, got), want) in names.into_iter().zip(op.gradients).zip(reference.gradients) {
             if name == "base" && !joined {
                 continue;
             }
@@ -729,7 +656,7 @@ mod tests {
                 "{name}: a real gradient"
             );
         }
-        launches
+        op.launches
     }
 
     #[test]
@@ -755,14 +682,27 @@ mod tests {
             .expect("a wgpu adapter (CI installs llvmpipe)")
             .autodiff();
         device.seed(25);
-        for joined in [false, true] {
-            let launches = check_rope(&device, DType::F32, 1e-5, joined);
-            let named = |part: &str| crate::launches::launched_named(&launches, part);
-            assert_eq!(named("RopeQkv"), 2, "joined {joined}: {launches:?}");
-            // Counted by name: the lock keeps the other RoPE tests out, and other tests of
-            // the binary may launch other kernels meanwhile.
-            assert_eq!(named("Rope"), 2, "joined {joined}: {launches:?}");
+        // f16: the kernels' half-precision path (WGSL has no bf16; CUDA compiles the same
+        // generic code for it), products in the base's dtype.
+        for (dtype, tol) in [(DType::F32, 1e-5), (DType::F16, 1e-2)] {
+            for joined in [false, true] {
+                let launches = check_rope(&device, dtype, tol, joined);
+                let named = |part: &str| crate::launches::launched_named(&launches, part);
+                assert_eq!(
+                    named("RopeQkv"),
+                    2,
+                    "{dtype:?} joined {joined}: {launches:?}"
+                );
+                // Counted by name: the lock keeps the other RoPE tests out, and other tests of
+                // the binary may launch other kernels meanwhile.
+                assert_eq!(named("Rope"), 2, "{dtype:?} joined {joined}: {launches:?}");
+            }
         }
+        // f32 products on an f16 base (as f32 adapters on a bf16 model): the Burn ops' sums,
+        // then the one kernel each way for the rotations and layouts.
+        let launches = check_rope_with(&device, DType::F16, DType::F32, 1e-2, true);
+        let named = |part: &str| crate::launches::launched_named(&launches, part);
+        assert_eq!(named("RopeQkv"), 2, "f16 base, f32 products: {launches:?}");
     }
 
     #[test]

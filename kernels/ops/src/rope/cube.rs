@@ -3,8 +3,12 @@
 //! −1 its inverse, the backward: [`crate::rope`]). Burn has no fusable flip, so the composed
 //! form is a flip kernel and a fused element-wise kernel; this is one kernel, computing the
 //! same two products and sum, so the same bits (tested against the composed ops on llvmpipe).
-//! It takes f32 activations only: other dtypes keep the composed ops until a GPU can check the
-//! kernel's half-precision rounding against them.
+//! The kernels are generic over the activations' float type (f32, f16, bf16) and, apart, the
+//! tables': a table entry is cast to the activations' type and each product and the sum are
+//! rounded in it, as the composed ops (tables cast, then multiplied and added) round them — the
+//! same bits, tested in f32 and f16 on llvmpipe (WGSL has no bf16; CUDA compiles the same code
+//! for it). A bf16 model's q, k and v thus reach attention contiguous and heads first, where the
+//! composed ops left views that its matmuls could not fuse ("Rhs needs to be contiguous").
 //!
 //! The kernel reads `x` and the tables through their strides and broadcasts the tables' size-1
 //! axes, so it also runs on views: given a heads-first view of the projections' `[b, t, h, d]`
@@ -17,12 +21,13 @@
 //!
 //! Registered with Burn's fusion stream as one opaque operation ([`crate::cube_op`]).
 
-use burn::tensor::{DType, Shape};
+use burn::tensor::Shape;
 use burn_cubecl::tensor::CubeTensor;
 use burn_fusion::FusionTensor;
+use cubecl::ir::ElemType;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
 
-use crate::cube_op::{self, CubeRuntime as Runtime, empty_like};
+use crate::cube_op::{self, CubeRuntime as Runtime, empty_like, float_type};
 
 /// `out[p] = x[p] · c + σ · x[p'] · s`, `p'` the same position in the other half of the head
 /// dimension (the last), `c, s` the tables' entries for `p`'s index, each table dimension of
@@ -30,37 +35,39 @@ use crate::cube_op::{self, CubeRuntime as Runtime, empty_like};
 /// be strided views (a heads-first view of `[b, t, heads, d]` activations with the tables' view
 /// to match); `out` is contiguous in `x`'s shape.
 #[cube(launch_unchecked)]
-fn rope_kernel(
-    x: &Tensor<f32>,
-    cos: &Tensor<f32>,
-    sin: &Tensor<f32>,
-    output: &mut Tensor<f32>,
+fn rope_kernel<F: Float, T: Float>(
+    x: &Tensor<F>,
+    cos: &Tensor<T>,
+    sin: &Tensor<T>,
+    output: &mut Tensor<F>,
     sign: f32,
     len: usize,
+    #[define(F, T)] _types: [ElemType; 2],
 ) {
     let pos = ABSOLUTE_POS;
     if pos >= len {
         terminate!();
     }
-    output[pos] = rotated(x, x, 0usize, cos, sin, pos, sign, 1.0f32, false);
+    let sign = F::cast_from(sign);
+    output[pos] = rotated::<F, T>(x, x, 0usize, cos, sin, pos, sign, F::new(1.0), false);
 }
 
 /// Element `pos` (in row-major order of `x`'s shape, rank 4) of the rotation of `x`:
-/// `x[p] · c + σ · x[p'] · s` (see [`rope_kernel`]); with `with_base`, of `base + scale · x`
-/// ([`input`]).
+/// `x[p] · c + σ · x[p'] · s` (see [`rope_kernel`]; `c`, `s` cast to `F`); with `with_base`, of
+/// `base + scale · x` ([`input`]).
 #[allow(clippy::too_many_arguments)]
 #[cube]
-fn rotated(
-    x: &Tensor<f32>,
-    base: &Tensor<f32>,
+fn rotated<F: Float, T: Float>(
+    x: &Tensor<F>,
+    base: &Tensor<F>,
     first_head: usize,
-    cos: &Tensor<f32>,
-    sin: &Tensor<f32>,
+    cos: &Tensor<T>,
+    sin: &Tensor<T>,
     pos: usize,
-    sign: f32,
-    scale: f32,
+    sign: F,
+    scale: F,
     #[comptime] with_base: bool,
-) -> f32 {
+) -> F {
     let d = x.shape(3);
     let half = d / 2;
     let j = pos % d;
@@ -76,10 +83,10 @@ fn rotated(
     let t2 = if cos.shape(2) == 1 { 0usize } else { i2 };
     let at = t0 * cos.stride(0) + t1 * cos.stride(1) + t2 * cos.stride(2) + j * cos.stride(3);
     let st = t0 * sin.stride(0) + t1 * sin.stride(1) + t2 * sin.stride(2) + j * sin.stride(3);
-    let here = input(x, base, first_head, i0, i1, i2, j, scale, with_base);
-    let there = input(x, base, first_head, i0, i1, i2, partner, scale, with_base);
-    let a = here * cos[at];
-    let s = there * sin[st];
+    let here = input::<F>(x, base, first_head, i0, i1, i2, j, scale, with_base);
+    let there = input::<F>(x, base, first_head, i0, i1, i2, partner, scale, with_base);
+    let a = here * F::cast_from(cos[at]);
+    let s = there * F::cast_from(sin[st]);
     a + sign * s
 }
 
@@ -88,17 +95,17 @@ fn rotated(
 /// `x` a part's delta).
 #[allow(clippy::too_many_arguments)]
 #[cube]
-fn input(
-    x: &Tensor<f32>,
-    base: &Tensor<f32>,
+fn input<F: Float>(
+    x: &Tensor<F>,
+    base: &Tensor<F>,
     first_head: usize,
     i0: usize,
     i1: usize,
     i2: usize,
     j: usize,
-    scale: f32,
+    scale: F,
     #[comptime] with_base: bool,
-) -> f32 {
+) -> F {
     let mut v = x[i0 * x.stride(0) + i1 * x.stride(1) + i2 * x.stride(2) + j * x.stride(3)];
     if comptime![with_base] {
         let at = i0 * base.stride(0)
@@ -113,14 +120,14 @@ fn input(
 /// Element `pos` (in row-major order of `x`'s shape, rank 4) of `x`, read through its strides
 /// ([`input`]: with `with_base`, of `base + scale · x`).
 #[cube]
-fn element(
-    x: &Tensor<f32>,
-    base: &Tensor<f32>,
+fn element<F: Float>(
+    x: &Tensor<F>,
+    base: &Tensor<F>,
     first_head: usize,
     pos: usize,
-    scale: f32,
+    scale: F,
     #[comptime] with_base: bool,
-) -> f32 {
+) -> F {
     let d = x.shape(3);
     let j = pos % d;
     let rest = pos / d;
@@ -128,7 +135,7 @@ fn element(
     let rest = rest / x.shape(2);
     let i1 = rest % x.shape(1);
     let i0 = rest / x.shape(1);
-    input(x, base, first_head, i0, i1, i2, j, scale, with_base)
+    input::<F>(x, base, first_head, i0, i1, i2, j, scale, with_base)
 }
 
 /// q, k and v in one launch: `q` and `k` rotated as by [`rope_kernel`] (the same tables
@@ -142,17 +149,17 @@ fn element(
 /// along the heads (the outputs' shapes are then `[b, t, heads, d]`).
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
-fn rope_qkv_kernel(
-    q: &Tensor<f32>,
-    k: &Tensor<f32>,
-    v: &Tensor<f32>,
-    base: &Tensor<f32>,
-    cos: &Tensor<f32>,
-    sin: &Tensor<f32>,
-    out_q: &mut Tensor<f32>,
-    out_k: &mut Tensor<f32>,
-    out_v: &mut Tensor<f32>,
-    joined: &mut Tensor<f32>,
+fn rope_qkv_kernel<F: Float, T: Float>(
+    q: &Tensor<F>,
+    k: &Tensor<F>,
+    v: &Tensor<F>,
+    base: &Tensor<F>,
+    cos: &Tensor<T>,
+    sin: &Tensor<T>,
+    out_q: &mut Tensor<F>,
+    out_k: &mut Tensor<F>,
+    out_v: &mut Tensor<F>,
+    joined: &mut Tensor<F>,
     sign: f32,
     scale: f32,
     len_q: usize,
@@ -160,11 +167,13 @@ fn rope_qkv_kernel(
     len: usize,
     #[comptime] with_base: bool,
     #[comptime] with_joined: bool,
+    #[define(F, T)] _types: [ElemType; 2],
 ) {
     let pos = ABSOLUTE_POS;
     if pos >= len {
         terminate!();
     }
+    let (sign, scale) = (F::cast_from(sign), F::cast_from(scale));
     let in_q = pos < len_q;
     let in_k = pos >= len_q && pos < len_q + len_k;
     // The position within the part, and the part's first head among all.
@@ -191,11 +200,11 @@ fn rope_qkv_kernel(
         heads_q + heads_k
     };
     let value = if in_q {
-        rotated(q, base, first_head, cos, sin, p, sign, scale, with_base)
+        rotated::<F, T>(q, base, first_head, cos, sin, p, sign, scale, with_base)
     } else if in_k {
-        rotated(k, base, first_head, cos, sin, p, sign, scale, with_base)
+        rotated::<F, T>(k, base, first_head, cos, sin, p, sign, scale, with_base)
     } else {
-        element(v, base, first_head, p, scale, with_base)
+        element::<F>(v, base, first_head, p, scale, with_base)
     };
     let out = if comptime![with_joined] {
         value * scale
@@ -229,7 +238,7 @@ fn rope_qkv_kernel(
 }
 
 /// The kernel over CubeCL tensors: `x` rank 4 (`[batch, seq, heads, head_dim]`, or that
-/// swapped heads first), the tables broadcasting to it, all f32 (any strides).
+/// swapped heads first), the tables broadcasting to it (any strides; [`supported`] dtypes).
 fn rotate(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> CubeTensor {
     let client = x.client.clone();
     let len = x.meta.shape().num_elements();
@@ -237,6 +246,7 @@ fn rotate(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> Cub
     let cube_dim = CubeDim::new(&client, len);
     let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
     let sign = if inverse { -1.0f32 } else { 1.0 };
+    let types = kernel_types(&x, &cos);
     // SAFETY: each unit reads within `x` and the tables (indices from their shapes) and
     // writes `output[pos]`, `pos < len`.
     unsafe {
@@ -250,23 +260,31 @@ fn rotate(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> Cub
             output.clone().into_tensor_arg(),
             sign,
             len,
+            types,
         );
     }
     output
 }
 
-/// Whether the kernel takes `x` with these tables: f32 activations and tables, rank 4, an even
-/// last (head) dimension, tables of one shape broadcasting to `x`'s (each dimension `x`'s or
-/// 1, the last `x`'s).
+/// The kernels' `#[define]`d types: the activations' (`x`'s) and the tables'.
+fn kernel_types(x: &CubeTensor, table: &CubeTensor) -> [ElemType; 2] {
+    let of = |t: &CubeTensor| float_type(t.dtype).expect("checked by `supported`");
+    [of(x), of(table)]
+}
+
+/// Whether the kernel takes `x` with these tables: float activations and tables (f32, f16 or
+/// bf16; the tables of one dtype, which may differ from `x`'s), rank 4, an even last (head)
+/// dimension, tables of one shape broadcasting to `x`'s (each dimension `x`'s or 1, the last
+/// `x`'s).
 pub(crate) fn supported(
     x: &FusionTensor<Runtime>,
     cos: &FusionTensor<Runtime>,
     sin: &FusionTensor<Runtime>,
 ) -> bool {
     let (xs, cs) = (&x.shape, &cos.shape);
-    x.dtype == DType::F32
-        && cos.dtype == DType::F32
-        && sin.dtype == DType::F32
+    float_type(x.dtype).is_some()
+        && float_type(cos.dtype).is_some()
+        && sin.dtype == cos.dtype
         && xs.num_dims() == 4
         && cs.num_dims() == 4
         && sin.shape == cos.shape
@@ -308,7 +326,7 @@ pub(crate) struct QkvMode {
     pub scale: f32,
 }
 
-/// [`rope_qkv_kernel`] over CubeCL tensors (all f32, any strides; `[q, k, v, cos, sin]` and,
+/// [`rope_qkv_kernel`] over CubeCL tensors (q, k, v and the base of one dtype, any strides; `[q, k, v, cos, sin]` and,
 /// sixth, the heads-first base where there is one): `[q', k', v']`, and the three joined along
 /// the heads where `mode.joined`.
 fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
@@ -341,6 +359,7 @@ fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
     let cube_dim = CubeDim::new(&client, len);
     let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
     let sign = if mode.inverse { -1.0f32 } else { 1.0 };
+    let types = kernel_types(&q, &cos);
     // SAFETY: each unit reads within its input, the base (its heads cover the three parts')
     // and the tables (indices from their shapes), and writes one element of one output, below
     // that output's length, and with `joined` one element of `joined` (its shape holds every
@@ -367,6 +386,7 @@ fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
             len,
             with_base,
             mode.joined,
+            types,
         );
     }
     let mut outputs = vec![out_q, out_k, out_v];
@@ -376,8 +396,8 @@ fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
     outputs
 }
 
-/// Whether [`rotary_qkv`] takes these inputs: q and k [`supported`] with the tables, `v` f32
-/// of rank 4.
+/// Whether [`rotary_qkv`] takes these inputs: q and k [`supported`] with the tables, all three
+/// of one dtype, `v` of rank 4.
 pub(crate) fn supported_qkv(
     q: &FusionTensor<Runtime>,
     k: &FusionTensor<Runtime>,
@@ -387,7 +407,8 @@ pub(crate) fn supported_qkv(
 ) -> bool {
     supported(q, cos, sin)
         && supported(k, cos, sin)
-        && v.dtype == DType::F32
+        && k.dtype == q.dtype
+        && v.dtype == q.dtype
         && v.shape.num_dims() == 4
 }
 
@@ -396,7 +417,7 @@ pub(crate) fn supported_qkv(
 /// (heads first, `[b, all heads, t, d]`, the three parts side by side) the inputs are its parts
 /// plus `mode.scale` times `q`, `k`, `v`; with `mode.joined` (inputs `[b, t, heads, d]`) the
 /// outputs are scaled by `mode.scale` and a fourth output holds the three, unscaled, side by
-/// side. The inputs must be [`supported_qkv`] (and `base` f32).
+/// side. The inputs must be [`supported_qkv`] (and `base` of their dtype).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rotary_qkv(
     q: FusionTensor<Runtime>,

@@ -309,8 +309,11 @@ impl RotaryOp for burn::backend::Cube {
         type C = burn::backend::Cube;
         let (qs, ks, vs) = (swap::<C>(q), swap::<C>(k), swap::<C>(v));
         let (cs, ss) = (swap::<C>(cos), swap::<C>(sin));
-        let f32_base = base.dtype == burn::tensor::DType::F32;
-        if !(f32_base && crate::rope::cube::supported_qkv(&qs, &ks, &vs, &cs, &ss)) {
+        // One kernel where the products are in the base's dtype (the sums are then rounded
+        // in it, as `add_parts` rounds them); f32 products on a bf16 base take the Burn ops'
+        // casts and sums, then one kernel for the rotations and layouts.
+        let same_dtype = base.dtype == qs.dtype;
+        if !(same_dtype && crate::rope::cube::supported_qkv(&qs, &ks, &vs, &cs, &ss)) {
             let (q, k, v) =
                 add_parts::<C>(base, swap::<C>(qs), swap::<C>(ks), swap::<C>(vs), scale);
             return Self::rotary_qkv_heads_first(q, k, v, swap::<C>(cs), swap::<C>(ss));
@@ -497,11 +500,10 @@ on_dispatch! {
     ) -> Tensor<4> => RotaryOp::rotary_heads_first;
 }
 
-/// Signed-form tables for tests: `[rows.len(), t, 1, d]`, row `i` for positions `rows[i]..
-/// rows[i] + t` at frequencies `0.7^i` (`sin`'s first half the negated second), or one row
-/// shared by a batch (`rows = [0]`).
-#[cfg(test)]
-pub(crate) fn test_tables(
+/// Signed-form tables for the comparisons with the composed ops (tests, [`crate::selfcheck`]):
+/// `[rows.len(), t, 1, d]`, row `i` for positions `rows[i]..rows[i] + t` at frequencies `0.7^i`
+/// (`sin`'s first half the negated second), or one row shared by a batch (`rows = [0]`).
+pub(crate) fn reference_tables(
     rows: &[usize],
     t: usize,
     d: usize,
@@ -526,8 +528,7 @@ pub(crate) fn test_tables(
 }
 
 /// RoPE composed of Burn tensor ops, which autodiff differentiates op by op: the reference
-/// [`rotary`] is tested against.
-#[cfg(test)]
+/// [`rotary`] is tested (and [`crate::selfcheck`] compares it) against.
 pub(crate) fn rotary_composed(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     let [b, t, h, hd] = x.dims();
     let swapped = x
@@ -557,7 +558,7 @@ mod tests {
     /// Tables with one row per position offset in `rows` (`[rows, 5, 1, 8]`, as packed batches
     /// have), or one shared row (`[0]`).
     fn tables_for(rows: &[usize], device: &Device) -> (Tensor<4>, Tensor<4>) {
-        super::test_tables(rows, 5, 8, device)
+        super::reference_tables(rows, 5, 8, device)
     }
 
     /// The op's output and gradient against autodiff through the composed ops: the same bits,
@@ -634,23 +635,33 @@ mod tests {
             .autodiff();
         device.seed(32);
         check(&device, DType::F32);
+        // The kernel in half precision (WGSL has no bf16; CUDA compiles the same generic code
+        // for it): each product and the sum rounded as the composed ops round them.
+        check(&device, DType::F16);
     }
 
     /// On wgpu each direction is one kernel launch (the composed form is a flip and a fused
-    /// element-wise kernel), heads first too.
+    /// element-wise kernel), heads first too, in f32 and in f16 (f32 tables).
     #[cfg(feature = "wgpu")]
     #[test]
     fn each_direction_is_one_launch_on_wgpu() {
+        let _g = crate::testing::train_lock();
+        let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
+        one_launch_each_way(&device, DType::F32, 1e-5);
+        one_launch_each_way(&device, DType::F16, 2e-3);
+    }
+
+    #[cfg(feature = "wgpu")]
+    fn one_launch_each_way(device: &Device, dtype: DType, tol: f32) {
         use burn::backend::Dispatch;
 
         use super::RotaryOp;
 
-        let _g = crate::testing::train_lock();
-        let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
-        let (cos, sin) = tables(&device);
-        let x = Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), &device);
+        let (cos, sin) = tables(device);
+        let x =
+            Tensor::<4>::random([2, 5, 3, 8], Distribution::Normal(0.0, 1.0), device).cast(dtype);
         let _ = f32_values(x.clone());
-        let counter = crate::LaunchCounter::start(&device).unwrap();
+        let counter = crate::LaunchCounter::start(device).unwrap();
         let y = rotary(x.clone(), &cos, &sin);
         let back = Tensor::<4>::from_dispatch(<Dispatch as RotaryOp>::rotary_inverse(
             y.into_dispatch(),
@@ -673,16 +684,16 @@ mod tests {
         assert_eq!(
             counter.launched_named("Rope"),
             4,
-            "{:?}",
+            "{dtype:?}: {:?}",
             counter.by_kernel()
         );
-        assert_eq!(round_trip_heads_first, round_trip);
+        assert_eq!(round_trip_heads_first, round_trip, "{dtype:?}");
         // cos² + sin² = 1: the inverse undoes the rotation (to rounding).
         let max = round_trip
             .iter()
             .zip(f32_values(x))
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
-        assert!(max < 1e-5, "round trip off by {max}");
+        assert!(max < tol, "{dtype:?}: round trip off by {max}");
     }
 }
