@@ -11,8 +11,9 @@
 //! 5. three AdamW steps from those factors on host-drawn gradients (clip factor, weight decay,
 //!    the fused update) end within 1e-5 of `lr × steps` of the CPU backend's factors;
 //! 6. RoPE and attention through engram's hand-written kernels, forward and gradients, in the
-//!    device's half type (bf16; f16 on wgpu, whose WGSL has no bf16) within 3e-2 (relative) of
-//!    the Burn ops they replace — on CUDA the kernels' bf16 code, which no CPU test runs;
+//!    device's half type (bf16; f16 on wgpu, whose WGSL has no bf16; joined projections' products
+//!    in it and in f32) within 3e-2 (relative) of the Burn ops they replace — on CUDA the
+//!    kernels' bf16 code, which no CPU test runs;
 //! 7. the memory the device's allocator holds (or the process's peak RSS on the CPU).
 //!
 //! It exits non-zero naming every check that failed.
@@ -235,7 +236,8 @@ fn half_dtype(backend: &str) -> DType {
 }
 
 /// RoPE and attention through the kernels against the composed Burn ops on `device`, in
-/// `dtype`, plain and with joined projections ([`engram_model::selfcheck`]).
+/// `dtype`: plain, and with joined projections whose products are in `dtype` or in f32
+/// ([`engram_model::selfcheck`]).
 /// A panic inside (a kernel the device cannot compile) is this check's error, so the other
 /// checks' results are still reported.
 fn half_kernels_check(

@@ -73,11 +73,16 @@ pub fn register_many(
 
 /// A contiguous tensor of `like`'s shape and dtype on its device: a kernel's output.
 pub fn empty_like(like: &CubeTensor) -> CubeTensor {
+    empty_like_in(like, like.dtype)
+}
+
+/// A contiguous tensor of `like`'s shape in `dtype` on its device.
+pub fn empty_like_in(like: &CubeTensor, dtype: DType) -> CubeTensor {
     burn_cubecl::ops::numeric::empty_device_contiguous_dtype(
         like.client.clone(),
         like.device.clone(),
         like.meta.shape().clone(),
-        like.dtype,
+        dtype,
     )
 }
 

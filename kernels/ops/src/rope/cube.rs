@@ -21,7 +21,7 @@
 //!
 //! Registered with Burn's fusion stream as one opaque operation ([`crate::cube_op`]).
 
-use burn::tensor::Shape;
+use burn::tensor::{DType, Shape};
 use burn_cubecl::tensor::CubeTensor;
 use burn_fusion::FusionTensor;
 use cubecl::ir::ElemType;
@@ -49,23 +49,23 @@ fn rope_kernel<F: Float, T: Float>(
         terminate!();
     }
     let sign = F::cast_from(sign);
-    output[pos] = rotated::<F, T>(x, x, 0usize, cos, sin, pos, sign, F::new(1.0), false);
+    output[pos] = rotated::<F, F, T>(x, x, 0usize, cos, sin, pos, sign, F::new(1.0), false);
 }
 
-/// Element `pos` (in row-major order of `x`'s shape, rank 4) of the rotation of `x`:
-/// `x[p] · c + σ · x[p'] · s` (see [`rope_kernel`]; `c`, `s` cast to `F`); with `with_base`, of
-/// `base + scale · x` ([`input`]).
+/// Element `pos` (in row-major order of `x`'s shape, rank 4) of the rotation of `x`, in `F`:
+/// `x[p] · c + σ · x[p'] · s` (see [`rope_kernel`]; `x`'s elements and `c`, `s` cast to `F`);
+/// with `with_base`, of `base + scale · x` ([`input`]).
 #[allow(clippy::too_many_arguments)]
 #[cube]
-fn rotated<F: Float, T: Float>(
-    x: &Tensor<F>,
+fn rotated<F: Float, I: Float, T: Float>(
+    x: &Tensor<I>,
     base: &Tensor<F>,
     first_head: usize,
     cos: &Tensor<T>,
     sin: &Tensor<T>,
     pos: usize,
     sign: F,
-    scale: F,
+    scale: I,
     #[comptime] with_base: bool,
 ) -> F {
     let d = x.shape(3);
@@ -83,36 +83,38 @@ fn rotated<F: Float, T: Float>(
     let t2 = if cos.shape(2) == 1 { 0usize } else { i2 };
     let at = t0 * cos.stride(0) + t1 * cos.stride(1) + t2 * cos.stride(2) + j * cos.stride(3);
     let st = t0 * sin.stride(0) + t1 * sin.stride(1) + t2 * sin.stride(2) + j * sin.stride(3);
-    let here = input::<F>(x, base, first_head, i0, i1, i2, j, scale, with_base);
-    let there = input::<F>(x, base, first_head, i0, i1, i2, partner, scale, with_base);
+    let here = input::<F, I>(x, base, first_head, i0, i1, i2, j, scale, with_base);
+    let there = input::<F, I>(x, base, first_head, i0, i1, i2, partner, scale, with_base);
     let a = here * F::cast_from(cos[at]);
     let s = there * F::cast_from(sin[st]);
     a + sign * s
 }
 
-/// `x[i0, i1, i2, j]` read through its strides; with `with_base`, `base[i0, first_head + i1,
-/// i2, j] + scale · x[i0, i1, i2, j]` (`base` a heads-first view of the joined projections,
-/// `x` a part's delta).
+/// `x[i0, i1, i2, j]` read through its strides, cast to `F`; with `with_base`, `base[i0,
+/// first_head + i1, i2, j] + scale · x[i0, i1, i2, j]` (`base` a heads-first view of the joined
+/// projections, `x` a part's delta), the delta scaled in its own type `I`, then cast to the
+/// base's and added in it — the order of an adapter delta's ops (`add_parts`).
 #[allow(clippy::too_many_arguments)]
 #[cube]
-fn input<F: Float>(
-    x: &Tensor<F>,
+fn input<F: Float, I: Float>(
+    x: &Tensor<I>,
     base: &Tensor<F>,
     first_head: usize,
     i0: usize,
     i1: usize,
     i2: usize,
     j: usize,
-    scale: F,
+    scale: I,
     #[comptime] with_base: bool,
 ) -> F {
-    let mut v = x[i0 * x.stride(0) + i1 * x.stride(1) + i2 * x.stride(2) + j * x.stride(3)];
+    let x_value = x[i0 * x.stride(0) + i1 * x.stride(1) + i2 * x.stride(2) + j * x.stride(3)];
+    let mut v = F::cast_from(x_value);
     if comptime![with_base] {
         let at = i0 * base.stride(0)
             + (first_head + i1) * base.stride(1)
             + i2 * base.stride(2)
             + j * base.stride(3);
-        v = base[at] + scale * v;
+        v = base[at] + F::cast_from(scale * x_value);
     }
     v
 }
@@ -120,12 +122,12 @@ fn input<F: Float>(
 /// Element `pos` (in row-major order of `x`'s shape, rank 4) of `x`, read through its strides
 /// ([`input`]: with `with_base`, of `base + scale · x`).
 #[cube]
-fn element<F: Float>(
-    x: &Tensor<F>,
+fn element<F: Float, I: Float>(
+    x: &Tensor<I>,
     base: &Tensor<F>,
     first_head: usize,
     pos: usize,
-    scale: F,
+    scale: I,
     #[comptime] with_base: bool,
 ) -> F {
     let d = x.shape(3);
@@ -135,30 +137,33 @@ fn element<F: Float>(
     let rest = rest / x.shape(2);
     let i1 = rest % x.shape(1);
     let i0 = rest / x.shape(1);
-    input::<F>(x, base, first_head, i0, i1, i2, j, scale, with_base)
+    input::<F, I>(x, base, first_head, i0, i1, i2, j, scale, with_base)
 }
 
 /// q, k and v in one launch: `q` and `k` rotated as by [`rope_kernel`] (the same tables
 /// broadcasting to both), `v` copied, each written contiguous in its (view's) shape. Positions
 /// `[0, len_q)` are q's elements, the next `len_k` k's, the rest up to `len` v's.
 ///
+/// The types: `I` the inputs' (q, k, v), `O` the outputs', `F` the base's and `joined`'s, in
+/// which the rotation is computed, `T` the tables'. Plain, all of `I`, `O`, `F` are one type.
 /// With `with_base` (the forward of joined projections) each input is `base`'s part plus
-/// `scale` times it ([`input`]; `base` heads first, `[b, all heads, t, d]`). With
-/// `with_joined` (the backward) each output is `scale` times the element, and the element
-/// itself is also written to `joined`, `[b, t, all heads, d]` contiguous, the three side by side
-/// along the heads (the outputs' shapes are then `[b, t, heads, d]`).
+/// `scale` times it ([`input`]; `base` heads first, `[b, all heads, t, d]`; the inputs are the
+/// adapters' products, `O` = `F`). With `with_joined` (the backward; `I` = `F`) each output is
+/// the element cast to `O` (the products' type) times `scale`, and the element itself is also
+/// written to `joined`, `[b, t, all heads, d]` contiguous, the three side by side along the
+/// heads (the outputs' shapes are then `[b, t, heads, d]`).
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
-fn rope_qkv_kernel<F: Float, T: Float>(
-    q: &Tensor<F>,
-    k: &Tensor<F>,
-    v: &Tensor<F>,
+fn rope_qkv_kernel<I: Float, O: Float, F: Float, T: Float>(
+    q: &Tensor<I>,
+    k: &Tensor<I>,
+    v: &Tensor<I>,
     base: &Tensor<F>,
     cos: &Tensor<T>,
     sin: &Tensor<T>,
-    out_q: &mut Tensor<F>,
-    out_k: &mut Tensor<F>,
-    out_v: &mut Tensor<F>,
+    out_q: &mut Tensor<O>,
+    out_k: &mut Tensor<O>,
+    out_v: &mut Tensor<O>,
     joined: &mut Tensor<F>,
     sign: f32,
     scale: f32,
@@ -167,13 +172,14 @@ fn rope_qkv_kernel<F: Float, T: Float>(
     len: usize,
     #[comptime] with_base: bool,
     #[comptime] with_joined: bool,
-    #[define(F, T)] _types: [ElemType; 2],
+    #[define(I, O, F, T)] _types: [ElemType; 4],
 ) {
     let pos = ABSOLUTE_POS;
     if pos >= len {
         terminate!();
     }
-    let (sign, scale) = (F::cast_from(sign), F::cast_from(scale));
+    let sign = F::cast_from(sign);
+    let input_scale = I::cast_from(scale);
     let in_q = pos < len_q;
     let in_k = pos >= len_q && pos < len_q + len_k;
     // The position within the part, and the part's first head among all.
@@ -200,16 +206,36 @@ fn rope_qkv_kernel<F: Float, T: Float>(
         heads_q + heads_k
     };
     let value = if in_q {
-        rotated::<F, T>(q, base, first_head, cos, sin, p, sign, scale, with_base)
+        rotated::<F, I, T>(
+            q,
+            base,
+            first_head,
+            cos,
+            sin,
+            p,
+            sign,
+            input_scale,
+            with_base,
+        )
     } else if in_k {
-        rotated::<F, T>(k, base, first_head, cos, sin, p, sign, scale, with_base)
+        rotated::<F, I, T>(
+            k,
+            base,
+            first_head,
+            cos,
+            sin,
+            p,
+            sign,
+            input_scale,
+            with_base,
+        )
     } else {
-        element::<F>(v, base, first_head, p, scale, with_base)
+        element::<F, I>(v, base, first_head, p, input_scale, with_base)
     };
     let out = if comptime![with_joined] {
-        value * scale
+        O::cast_from(value) * O::cast_from(scale)
     } else {
-        value
+        O::cast_from(value)
     };
     if in_q {
         out_q[p] = out;
@@ -324,11 +350,15 @@ pub(crate) struct QkvMode {
     /// The deltas' scale: with a base, the inputs are `base + scale · delta`; with `joined`,
     /// the three outputs are `scale` times the gradient (the deltas' gradients).
     pub scale: f32,
+    /// With `joined`, the outputs' dtype (the deltas', whose gradients they are: each element
+    /// is cast to it before the scale); otherwise unused (the outputs take the base's dtype,
+    /// or the inputs' without a base).
+    pub delta_dtype: DType,
 }
 
-/// [`rope_qkv_kernel`] over CubeCL tensors (q, k, v and the base of one dtype, any strides; `[q, k, v, cos, sin]` and,
-/// sixth, the heads-first base where there is one): `[q', k', v']`, and the three joined along
-/// the heads where `mode.joined`.
+/// [`rope_qkv_kernel`] over CubeCL tensors (any strides; `[q, k, v, cos, sin]` and, sixth, the
+/// heads-first base where there is one): `[q', k', v']`, and the three joined along the heads
+/// where `mode.joined`.
 fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
     let mut inputs = inputs.into_iter();
     let mut next = || inputs.next().expect("five inputs");
@@ -338,7 +368,16 @@ fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
     // Never read without a base: a placeholder binding.
     let base = base.unwrap_or_else(|| q.clone());
     let client = q.client.clone();
-    let (out_q, out_k, out_v) = (empty_like(&q), empty_like(&k), empty_like(&v));
+    // The outputs' dtype: the base's (the sums'), the deltas' (their gradients), or the inputs'.
+    let out_dtype = if with_base {
+        base.dtype
+    } else if mode.joined {
+        mode.delta_dtype
+    } else {
+        q.dtype
+    };
+    let out = |t: &CubeTensor| cube_op::empty_like_in(t, out_dtype);
+    let (out_q, out_k, out_v) = (out(&q), out(&k), out(&v));
     let shape = |t: &CubeTensor| t.meta.shape().clone();
     let (len_q, len_k) = (shape(&q).num_elements(), shape(&k).num_elements());
     let len = len_q + len_k + shape(&v).num_elements();
@@ -354,12 +393,13 @@ fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
         client.clone(),
         q.device.clone(),
         all,
-        q.dtype,
+        base.dtype,
     );
     let cube_dim = CubeDim::new(&client, len);
     let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
     let sign = if mode.inverse { -1.0f32 } else { 1.0 };
-    let types = kernel_types(&q, &cos);
+    let of = |dtype: DType| float_type(dtype).expect("checked by `supported_qkv`");
+    let types = [of(q.dtype), of(out_dtype), of(base.dtype), of(cos.dtype)];
     // SAFETY: each unit reads within its input, the base (its heads cover the three parts')
     // and the tables (indices from their shapes), and writes one element of one output, below
     // that output's length, and with `joined` one element of `joined` (its shape holds every
@@ -414,10 +454,11 @@ pub(crate) fn supported_qkv(
 
 /// RoPE (`mode.inverse`: its inverse) of `q` and `k` and a copy of `v` by one kernel,
 /// registered in the fusion stream, each output contiguous in its input's shape. With `base`
-/// (heads first, `[b, all heads, t, d]`, the three parts side by side) the inputs are its parts
-/// plus `mode.scale` times `q`, `k`, `v`; with `mode.joined` (inputs `[b, t, heads, d]`) the
-/// outputs are scaled by `mode.scale` and a fourth output holds the three, unscaled, side by
-/// side. The inputs must be [`supported_qkv`] (and `base` of their dtype).
+/// (heads first, `[b, all heads, t, d]`, the three parts side by side; any float dtype, the
+/// outputs' then) the inputs are its parts plus `mode.scale` times `q`, `k`, `v`; with
+/// `mode.joined` (inputs `[b, t, heads, d]`) the outputs are cast to `mode.delta_dtype` and
+/// scaled by `mode.scale`, and a fourth output holds the three, unscaled, side by side in the
+/// inputs' dtype. The inputs must be [`supported_qkv`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rotary_qkv(
     q: FusionTensor<Runtime>,
@@ -429,10 +470,17 @@ pub(crate) fn rotary_qkv(
     mode: QkvMode,
 ) -> Vec<FusionTensor<Runtime>> {
     debug_assert!(supported_qkv(&q, &k, &v, &cos, &sin));
+    debug_assert!(base.as_ref().is_none_or(|b| float_type(b.dtype).is_some()));
+    // As `rotate_qkv` makes them.
+    let out_dtype = match (&base, mode.joined) {
+        (Some(base), _) => base.dtype,
+        (None, true) => mode.delta_dtype,
+        (None, false) => q.dtype,
+    };
     let mut outputs = vec![
-        (q.shape.clone(), q.dtype),
-        (k.shape.clone(), k.dtype),
-        (v.shape.clone(), v.dtype),
+        (q.shape.clone(), out_dtype),
+        (k.shape.clone(), out_dtype),
+        (v.shape.clone(), out_dtype),
     ];
     if mode.joined {
         let mut all = q.shape.clone();

@@ -23,7 +23,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, unary};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
-use burn::tensor::{Shape, Slice, Tensor};
+use burn::tensor::{DType, Shape, Slice, Tensor};
 
 use crate::seam::autodiff_node;
 
@@ -149,10 +149,11 @@ pub trait RotaryOp: Backend {
         Self::rotary_qkv_heads_first(q, k, v, cos, sin)
     }
 
-    /// The backward of [`RotaryOp::rotary_qkv_from_base_heads_first`] where the products are
-    /// in `base`'s dtype: the three gradients back in the projections' layout, each times
-    /// `scale` (the products'), and, fourth, unscaled and side by side along the heads
-    /// (`base`'s). By default the inverse, products and a concatenation.
+    /// The backward of [`RotaryOp::rotary_qkv_from_base_heads_first`]: the three gradients
+    /// back in the projections' layout, each cast to the products' dtype `delta_dtype` and then
+    /// times `scale` (the products', as through an adapter delta's cast and scale), and, fourth,
+    /// unscaled and side by side along the heads (`base`'s). By default the inverse, casts,
+    /// products and a concatenation.
     fn rotary_qkv_heads_first_inverse_joined(
         dq: FloatTensor<Self>,
         dk: FloatTensor<Self>,
@@ -160,6 +161,7 @@ pub trait RotaryOp: Backend {
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
         scale: f64,
+        delta_dtype: DType,
     ) -> (
         FloatTensor<Self>,
         FloatTensor<Self>,
@@ -167,17 +169,18 @@ pub trait RotaryOp: Backend {
         FloatTensor<Self>,
     ) {
         let (dq, dk, dv) = Self::rotary_qkv_heads_first_inverse(dq, dk, dv, cos, sin);
-        joined_scaled::<Self>(dq, dk, dv, scale)
+        joined_scaled::<Self>(dq, dk, dv, scale, delta_dtype)
     }
 }
 
-/// `(s·dq, s·dk, s·dv, joined)`: the three gradients times `scale` and, unscaled, side by side
-/// along the heads (axis 2).
+/// `(s·dq, s·dk, s·dv, joined)`: the three gradients cast to `delta_dtype` (where they are in
+/// another), times `scale`, and, as they are, side by side along the heads (axis 2).
 fn joined_scaled<B: Backend>(
     dq: FloatTensor<B>,
     dk: FloatTensor<B>,
     dv: FloatTensor<B>,
     scale: f64,
+    delta_dtype: DType,
 ) -> (
     FloatTensor<B>,
     FloatTensor<B>,
@@ -185,7 +188,14 @@ fn joined_scaled<B: Backend>(
     FloatTensor<B>,
 ) {
     let joined = B::float_cat(vec![dq.clone(), dk.clone(), dv.clone()], 2);
-    let scaled = |g| B::float_mul_scalar(g, scale.into());
+    let scaled = |g: FloatTensor<B>| {
+        let g = if g.dtype() == delta_dtype {
+            g
+        } else {
+            B::float_cast(g, FloatDType::from(delta_dtype))
+        };
+        B::float_mul_scalar(g, scale.into())
+    };
     (scaled(dq), scaled(dk), scaled(dv), joined)
 }
 
@@ -309,11 +319,10 @@ impl RotaryOp for burn::backend::Cube {
         type C = burn::backend::Cube;
         let (qs, ks, vs) = (swap::<C>(q), swap::<C>(k), swap::<C>(v));
         let (cs, ss) = (swap::<C>(cos), swap::<C>(sin));
-        // One kernel where the products are in the base's dtype (the sums are then rounded
-        // in it, as `add_parts` rounds them); f32 products on a bf16 base take the Burn ops'
-        // casts and sums, then one kernel for the rotations and layouts.
-        let same_dtype = base.dtype == qs.dtype;
-        if !(same_dtype && crate::rope::cube::supported_qkv(&qs, &ks, &vs, &cs, &ss)) {
+        // The products in their dtype or another than the base's (f32 adapters on a bf16
+        // model): each scaled in its own, cast to the base's and added in it, as `add_parts`.
+        let float_base = crate::cube_op::float_type(base.dtype).is_some();
+        if !(float_base && crate::rope::cube::supported_qkv(&qs, &ks, &vs, &cs, &ss)) {
             let (q, k, v) =
                 add_parts::<C>(base, swap::<C>(qs), swap::<C>(ks), swap::<C>(vs), scale);
             return Self::rotary_qkv_heads_first(q, k, v, swap::<C>(cs), swap::<C>(ss));
@@ -322,6 +331,7 @@ impl RotaryOp for burn::backend::Cube {
             inverse: false,
             joined: false,
             scale: scale as f32,
+            delta_dtype: qs.dtype,
         };
         let base = Some(swap::<C>(base));
         three(crate::rope::cube::rotary_qkv(
@@ -329,7 +339,7 @@ impl RotaryOp for burn::backend::Cube {
         ))
     }
 
-    /// The same kernel scales the gradients and writes the joined one.
+    /// The same kernel casts and scales the gradients and writes the joined one.
     fn rotary_qkv_heads_first_inverse_joined(
         dq: FloatTensor<Self>,
         dk: FloatTensor<Self>,
@@ -337,6 +347,7 @@ impl RotaryOp for burn::backend::Cube {
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
         scale: f64,
+        delta_dtype: DType,
     ) -> (
         FloatTensor<Self>,
         FloatTensor<Self>,
@@ -345,11 +356,13 @@ impl RotaryOp for burn::backend::Cube {
     ) {
         type C = burn::backend::Cube;
         let (dq, dk, dv) = (swap::<C>(dq), swap::<C>(dk), swap::<C>(dv));
-        if crate::rope::cube::supported_qkv(&dq, &dk, &dv, &cos, &sin) {
+        let float_delta = crate::cube_op::float_type(delta_dtype).is_some();
+        if float_delta && crate::rope::cube::supported_qkv(&dq, &dk, &dv, &cos, &sin) {
             let mode = crate::rope::cube::QkvMode {
                 inverse: true,
                 joined: true,
                 scale: scale as f32,
+                delta_dtype,
             };
             let mut out = crate::rope::cube::rotary_qkv(dq, dk, dv, None, cos, sin, mode);
             let joined = out.pop().expect("four outputs");
@@ -357,7 +370,7 @@ impl RotaryOp for burn::backend::Cube {
             return (dq, dk, dv, joined);
         }
         let (dq, dk, dv) = cube_rotary_qkv(dq, dk, dv, cos, sin, true);
-        joined_scaled::<C>(dq, dk, dv, scale)
+        joined_scaled::<C>(dq, dk, dv, scale, delta_dtype)
     }
 }
 
@@ -390,6 +403,7 @@ fn cube_rotary_qkv(
             inverse,
             joined: false,
             scale: 1.0,
+            delta_dtype: q.dtype,
         };
         three(crate::rope::cube::rotary_qkv(q, k, v, None, cos, sin, mode))
     } else {
