@@ -179,7 +179,8 @@ fn rope_qkv_kernel<I: Float, O: Float, F: Float, T: Float>(
         terminate!();
     }
     let sign = F::cast_from(sign);
-    let input_scale = I::cast_from(scale);
+    // The inputs' scale (with a base: the deltas', in their type).
+    let scale_in = I::cast_from(scale);
     let in_q = pos < len_q;
     let in_k = pos >= len_q && pos < len_q + len_k;
     // The position within the part, and the part's first head among all.
@@ -206,31 +207,11 @@ fn rope_qkv_kernel<I: Float, O: Float, F: Float, T: Float>(
         heads_q + heads_k
     };
     let value = if in_q {
-        rotated::<F, I, T>(
-            q,
-            base,
-            first_head,
-            cos,
-            sin,
-            p,
-            sign,
-            input_scale,
-            with_base,
-        )
+        rotated::<F, I, T>(q, base, first_head, cos, sin, p, sign, scale_in, with_base)
     } else if in_k {
-        rotated::<F, I, T>(
-            k,
-            base,
-            first_head,
-            cos,
-            sin,
-            p,
-            sign,
-            input_scale,
-            with_base,
-        )
+        rotated::<F, I, T>(k, base, first_head, cos, sin, p, sign, scale_in, with_base)
     } else {
-        element::<F, I>(v, base, first_head, p, input_scale, with_base)
+        element::<F, I>(v, base, first_head, p, scale_in, with_base)
     };
     let out = if comptime![with_joined] {
         O::cast_from(value) * O::cast_from(scale)
