@@ -238,6 +238,7 @@ fn half_dtype(backend: &str) -> DType {
 /// RoPE and attention through the kernels against the composed Burn ops on `device`, in
 /// `dtype`: plain, and with joined projections whose products are in `dtype` or in f32
 /// ([`engram_model::selfcheck`]).
+///
 /// A panic inside (a kernel the device cannot compile) is this check's error, so the other
 /// checks' results are still reported.
 fn half_kernels_check(
@@ -250,11 +251,7 @@ fn half_kernels_check(
         engram_model::selfcheck::rope_attention_distance(&device, dtype)
     }))
     .map_err(|panic| {
-        let text = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("a panic");
+        let text = engram_model::device::panic_text(panic.as_ref());
         anyhow::anyhow!("{dtype:?} kernels failed: {text}")
     })
 }

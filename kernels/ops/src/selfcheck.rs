@@ -48,10 +48,8 @@ pub fn packed_mask(device: &Device) -> Tensor<4, Bool> {
     segment_mask(segments)
 }
 
-/// One run: `fused` through the op, else through the composed ops; the base in `dtype`, q, k
-/// and v (the products, with `joined`) in `delta_dtype`. Draws its inputs from the device's
-/// generator (seed it first for repeatable inputs; both runs of a comparison must see the same
-/// draws, so draw once per comparison: [`rope_attention_pair`]).
+/// One run from `inputs`: `fused` through the op, else through the composed ops; the base in
+/// `dtype`, q, k and v (the products, with `joined`) in `delta_dtype`.
 fn run(
     inputs: &Inputs,
     dtype: DType,
@@ -69,10 +67,7 @@ fn run(
         sin,
         mask,
     } = inputs;
-    let (b, t, h, d) = {
-        let [b, t, h, d] = q.dims();
-        (b, t, h, d)
-    };
+    let [b, t, h, d] = q.dims();
     let kv = k.dims()[2];
     let groups = h / kv;
     let device = q.device();

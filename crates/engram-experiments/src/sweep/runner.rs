@@ -83,11 +83,7 @@ impl<'a> Runner<'a> {
         let t0 = Instant::now();
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| self.run_cell(plan, facts)))
             .unwrap_or_else(|panic| {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
+                let msg = engram_model::device::panic_text(panic.as_ref());
                 Err(anyhow!("panicked: {msg}"))
             });
         match result {

@@ -253,7 +253,7 @@ fn rotate(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> Cub
     let cube_dim = CubeDim::new(&client, len);
     let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
     let sign = if inverse { -1.0f32 } else { 1.0 };
-    let types = kernel_types(&x, &cos);
+    let types = [kernel_type(x.dtype), kernel_type(cos.dtype)];
     // SAFETY: each unit reads within `x` and the tables (indices from their shapes) and
     // writes `output[pos]`, `pos < len`.
     unsafe {
@@ -273,10 +273,9 @@ fn rotate(x: CubeTensor, cos: CubeTensor, sin: CubeTensor, inverse: bool) -> Cub
     output
 }
 
-/// The kernels' `#[define]`d types: the activations' (`x`'s) and the tables'.
-fn kernel_types(x: &CubeTensor, table: &CubeTensor) -> [ElemType; 2] {
-    let of = |t: &CubeTensor| float_type(t.dtype).expect("checked by `supported`");
-    [of(x), of(table)]
+/// A kernel's `#[define]`d type for `dtype`, a float type [`supported`] checked.
+fn kernel_type(dtype: DType) -> ElemType {
+    float_type(dtype).expect("checked by `supported`")
 }
 
 /// Whether the kernel takes `x` with these tables: float activations and tables (f32, f16 or
@@ -340,7 +339,8 @@ pub(crate) struct QkvMode {
 /// [`rope_qkv_kernel`] over CubeCL tensors (any strides; `[q, k, v, cos, sin]` and, sixth, the
 /// heads-first base where there is one): `[q', k', v']`, and the three joined along the heads
 /// where `mode.joined`.
-fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
+/// The outputs are made in `out_dtype` ([`qkv_out_dtype`]).
+fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode, out_dtype: DType) -> Vec<CubeTensor> {
     let mut inputs = inputs.into_iter();
     let mut next = || inputs.next().expect("five inputs");
     let (q, k, v, cos, sin) = (next(), next(), next(), next(), next());
@@ -349,14 +349,6 @@ fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
     // Never read without a base: a placeholder binding.
     let base = base.unwrap_or_else(|| q.clone());
     let client = q.client.clone();
-    // The outputs' dtype: the base's (the sums'), the deltas' (their gradients), or the inputs'.
-    let out_dtype = if with_base {
-        base.dtype
-    } else if mode.joined {
-        mode.delta_dtype
-    } else {
-        q.dtype
-    };
     let out = |t: &CubeTensor| cube_op::empty_like_in(t, out_dtype);
     let (out_q, out_k, out_v) = (out(&q), out(&k), out(&v));
     let shape = |t: &CubeTensor| t.meta.shape().clone();
@@ -379,8 +371,7 @@ fn rotate_qkv(inputs: Vec<CubeTensor>, mode: QkvMode) -> Vec<CubeTensor> {
     let cube_dim = CubeDim::new(&client, len);
     let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
     let sign = if mode.inverse { -1.0f32 } else { 1.0 };
-    let of = |dtype: DType| float_type(dtype).expect("checked by `supported_qkv`");
-    let types = [of(q.dtype), of(out_dtype), of(base.dtype), of(cos.dtype)];
+    let types = [q.dtype, out_dtype, base.dtype, cos.dtype].map(kernel_type);
     // SAFETY: each unit reads within its input, the base (its heads cover the three parts')
     // and the tables (indices from their shapes), and writes one element of one output, below
     // that output's length, and with `joined` one element of `joined` (its shape holds every
@@ -452,12 +443,7 @@ pub(crate) fn rotary_qkv(
 ) -> Vec<FusionTensor<Runtime>> {
     debug_assert!(supported_qkv(&q, &k, &v, &cos, &sin));
     debug_assert!(base.as_ref().is_none_or(|b| float_type(b.dtype).is_some()));
-    // As `rotate_qkv` makes them.
-    let out_dtype = match (&base, mode.joined) {
-        (Some(base), _) => base.dtype,
-        (None, true) => mode.delta_dtype,
-        (None, false) => q.dtype,
-    };
+    let out_dtype = qkv_out_dtype(q.dtype, base.as_ref().map(|b| b.dtype), mode);
     let mut outputs = vec![
         (q.shape.clone(), out_dtype),
         (k.shape.clone(), out_dtype),
@@ -476,5 +462,17 @@ pub(crate) fn rotary_qkv(
     };
     let mut inputs = vec![q, k, v, cos, sin];
     inputs.extend(base);
-    cube_op::register_many(id, inputs, outputs, move |inputs| rotate_qkv(inputs, mode))
+    cube_op::register_many(id, inputs, outputs, move |inputs| {
+        rotate_qkv(inputs, mode, out_dtype)
+    })
+}
+
+/// The dtype of [`rotary_qkv`]'s q, k and v outputs: the base's (the sums'), else with
+/// `mode.joined` the deltas' (their gradients), else the inputs'.
+fn qkv_out_dtype(input: DType, base: Option<DType>, mode: QkvMode) -> DType {
+    match (base, mode.joined) {
+        (Some(base), _) => base,
+        (None, true) => mode.delta_dtype,
+        (None, false) => input,
+    }
 }
