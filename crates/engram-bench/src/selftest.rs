@@ -10,10 +10,10 @@
 //!    factors — agrees with the CPU backend's to 1e-4 (relative), with no NaN;
 //! 5. three AdamW steps from those factors on host-drawn gradients (clip factor, weight decay,
 //!    the fused update) end within 1e-5 of `lr × steps` of the CPU backend's factors;
-//! 6. RoPE and attention through engram's hand-written kernels, forward and gradients, in the
-//!    device's half type (bf16; f16 on wgpu, whose WGSL has no bf16; joined projections' products
-//!    in it and in f32) within 3e-2 (relative) of the Burn ops they replace — on CUDA the
-//!    kernels' bf16 code, which no CPU test runs;
+//! 6. RoPE, attention and the MLP's SwiGLU through engram's hand-written kernels, forward and
+//!    gradients, in the device's half type (bf16; f16 on wgpu, whose WGSL has no bf16; joined
+//!    projections' products in it and in f32) within 3e-2 (relative) of the Burn ops they
+//!    replace — on CUDA the kernels' bf16 code, which no CPU test runs;
 //! 7. the memory the device's allocator holds (or the process's peak RSS on the CPU).
 //!
 //! It exits non-zero naming every check that failed.
@@ -235,9 +235,9 @@ fn half_dtype(backend: &str) -> DType {
     }
 }
 
-/// RoPE and attention through the kernels against the composed Burn ops on `device`, in
-/// `dtype`: plain, and with joined projections whose products are in `dtype` or in f32
-/// ([`engram_model::selfcheck`]).
+/// RoPE and attention, then SwiGLU, through the kernels against the composed Burn ops on
+/// `device`, in `dtype`: plain, and with joined projections whose products are in `dtype` or in
+/// f32 ([`engram_model::selfcheck`]); the worse of the two.
 ///
 /// A panic inside (a kernel the device cannot compile) is this check's error, so the other
 /// checks' results are still reported.
@@ -248,7 +248,8 @@ fn half_kernels_check(
     let device = device.clone().autodiff();
     device.seed(25);
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        engram_model::selfcheck::rope_attention_distance(&device, dtype)
+        let attention = engram_model::selfcheck::rope_attention_distance(&device, dtype);
+        attention.max(engram_model::selfcheck::swiglu_distance(&device, dtype))
     }))
     .map_err(|panic| {
         let text = engram_model::device::panic_text(panic.as_ref());
@@ -296,7 +297,7 @@ fn starting(out: Out, name: &str) {
 fn ended(out: Out, c: Check) -> Check {
     say!(
         out,
-        "{}  {:<22} {}  ({:.1} s)",
+        "{}  {:<26} {}  ({:.1} s)",
         if c.passed { "PASS" } else { "FAIL" },
         c.name,
         c.figure,
@@ -384,19 +385,22 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
         (Err(e), s) => failed("AdamW steps vs CPU", e, s),
     }));
     let dtype = half_dtype(&a.backend);
-    let label = format!("RoPE+attention {}", format!("{dtype:?}").to_lowercase());
+    let label = format!(
+        "RoPE+attention+SwiGLU {}",
+        format!("{dtype:?}").to_lowercase()
+    );
     starting(out, &label);
     checks.push(ended(
         out,
         match timed(|| half_kernels_check(&device, dtype)) {
             (Ok(d), s) => Check {
                 name: label,
-                passed: f64::from(d.forward.max(d.gradients)) <= HALF_KERNEL_TOL,
+                passed: f64::from(d.worst()) <= HALF_KERNEL_TOL,
                 figure: format!(
                     "kernels vs Burn ops: forward {:.2e}, gradients {:.2e} of max (≤ {HALF_KERNEL_TOL:e})",
                     d.forward, d.gradients
                 ),
-                value: f64::from(d.forward.max(d.gradients)),
+                value: f64::from(d.worst()),
                 seconds: s,
             },
             (Err(e), s) => failed(&label, e, s),

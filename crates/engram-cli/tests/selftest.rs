@@ -87,7 +87,7 @@ fn selftest_passes_on_the_cpu_and_names_bad_input() {
     assert_eq!(value(&r, "AdamW steps vs CPU"), 0.0);
     // The CPU backend's half-precision path against the composed ops (the kernels' own bf16
     // code runs only on CUDA; f16's on llvmpipe below).
-    assert!(value(&r, "RoPE+attention bf16") <= 3e-2);
+    assert!(value(&r, "RoPE+attention+SwiGLU bf16") <= 3e-2);
 
     let said = failing(&["selftest", "--fixtures", "/nonexistent/fixtures"]);
     assert!(said.contains("/nonexistent/fixtures/tiny-f32"), "{said}");
@@ -138,8 +138,8 @@ fn selftest_passes_on_wgpu() {
     eprintln!("wgpu AdamW steps: max |Δfactor| = {update:.2e} of lr × steps");
     assert!(update <= 1e-5);
     // The kernels' f16 code against the composed ops on llvmpipe.
-    let half = value(&r, "RoPE+attention f16");
-    eprintln!("wgpu RoPE+attention f16: {half:.2e} of max");
+    let half = value(&r, "RoPE+attention+SwiGLU f16");
+    eprintln!("wgpu RoPE+attention+SwiGLU f16: {half:.2e} of max");
     assert!(half <= 3e-2);
 }
 

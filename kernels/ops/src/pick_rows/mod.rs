@@ -203,16 +203,19 @@ mod tests {
 
     #[cfg(feature = "wgpu")]
     #[test]
-    fn the_gradient_is_selects_on_wgpu_in_one_kernel() {
+    fn the_gradient_is_selects_on_wgpu_in_one_kernel_in_f32_and_f16() {
         let _g = crate::testing::train_lock();
         let device = crate::open_device("wgpu")
             .expect("a wgpu adapter (CI installs llvmpipe)")
             .autodiff();
         device.seed(22);
-        let launches = check(&device, DType::F32);
-        let named = |part: &str| crate::launches::launched_named(&launches, part);
-        assert_eq!(named("PickRows"), 1, "{launches:?}");
-        // (The test's own sum and its backward fill too.)
-        assert_eq!(named("SelectAssign"), 0, "{launches:?}");
+        // f16 stands in for bf16, which WGSL lacks: the kernel's code is generic over both.
+        for dtype in [DType::F32, DType::F16] {
+            let launches = check(&device, dtype);
+            let named = |part: &str| crate::launches::launched_named(&launches, part);
+            assert_eq!(named("PickRows"), 1, "{dtype:?}: {launches:?}");
+            // (The test's own sum and its backward fill too.)
+            assert_eq!(named("SelectAssign"), 0, "{dtype:?}: {launches:?}");
+        }
     }
 }

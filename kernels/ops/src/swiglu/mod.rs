@@ -11,9 +11,13 @@
 //!
 //! the terms autodiff forms for `silu(g) = g · σ(g)` and the product, in that order. The deltas
 //! come in as the adapters' unscaled products with their scale, so the scale of their gradients
-//! happens in the same pass. On the CubeCL backends (f32) each direction is one kernel, where
-//! the composed forward is a slice-and-add kernel per half (a slice does not fuse) and an
-//! element-wise one; its `σ` is `1 / (1 + e^−x)`, a rounding apart from Burn's.
+//! happens in the same pass. On the CubeCL backends the backward is one kernel, in f32, f16 or
+//! bf16, with the products in the joined product's dtype or their own (f32 adapters on a bf16
+//! model), where the composed backward took two fused element-wise kernels and a concatenation;
+//! its `σ` is `1 / (1 + e^−x)` in f32, a rounding apart from Burn's (`swiglu/cube.rs`). The
+//! forward is Burn's ops everywhere: fusion folds them into the down projection's product, so
+//! they take no launch of their own (a kernel of ours did: on llvmpipe a tiny model's training
+//! step took 3 launches more in f32 and 2 more in f16 with it).
 
 pub mod cpu;
 
@@ -131,22 +135,12 @@ pub trait SwigluOp: Backend {
 
 impl SwigluOp for burn::backend::Flex {}
 
-/// On the CubeCL backends each direction is one kernel ([`crate::swiglu::cube`]) where it
-/// takes the inputs, else the Burn ops.
+/// On the CubeCL backends the backward is one kernel ([`crate::swiglu::cube`]) where it takes
+/// the inputs, else the Burn ops. The forward stays the Burn ops: Burn's fusion folds them into
+/// the kernel that reads `h` (the down projection's product), where an opaque kernel cost a
+/// launch of its own and broke fusions beside it.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl SwigluOp for burn::backend::Cube {
-    fn swiglu_joined(
-        base: FloatTensor<Self>,
-        g: FloatTensor<Self>,
-        u: FloatTensor<Self>,
-        scale: f64,
-    ) -> FloatTensor<Self> {
-        if crate::swiglu::cube::supported(&base, &g, &u, &g) {
-            return crate::swiglu::cube::forward(base, g, u, scale);
-        }
-        forward_composed::<Self>(base, g, u, scale)
-    }
-
     fn swiglu_joined_backward(
         base: FloatTensor<Self>,
         g: FloatTensor<Self>,
@@ -224,64 +218,21 @@ pub fn swiglu_joined<const D: usize>(
 
 #[cfg(test)]
 mod tests {
-    use burn::tensor::activation::silu;
-    use burn::tensor::{DType, Device, Distribution, Tensor, s};
+    use burn::tensor::{DType, Device};
 
-    use crate::testing::{f32_values, max_rel_diff};
-
-    use super::swiglu_joined;
+    use crate::selfcheck::swiglu_pair;
+    use crate::testing::max_rel_diff;
 
     /// The op's output and gradients against autodiff through slices, scaled sums and
-    /// `silu(g) · u`.
-    /// Returns the launches of the op's forward and backward by kernel on a GPU backend.
-    fn check(device: &Device, dtype: DType, tol: f32) -> Vec<(String, u64)> {
-        check_with(device, dtype, dtype, tol)
-    }
-
-    /// [`check`] with the products `g`, `u` in `product_dtype`, as f32 adapters on a bf16
-    /// model give them.
-    fn check_with(
-        device: &Device,
-        dtype: DType,
-        product_dtype: DType,
-        tol: f32,
-    ) -> Vec<(String, u64)> {
-        let (n, i) = (6, 8);
-        let normal = Distribution::Normal(0.0, 1.5);
-        let base0 = Tensor::<3>::random([1, n, 2 * i], normal, device);
-        let g0 = Tensor::<3>::random([1, n, i], normal, device);
-        let u0 = Tensor::<3>::random([1, n, i], normal, device);
-        let up = Tensor::<3>::random([1, n, i], normal, device);
-        let mut launches = Vec::new();
-        let mut run = |joined: bool| {
-            let base = base0.clone().cast(dtype).require_grad();
-            let g = g0.clone().cast(product_dtype).require_grad();
-            let u = u0.clone().cast(product_dtype).require_grad();
-            // Inputs computed before counting.
-            for t in [&base, &g, &u, &up] {
-                let _ = f32_values(t.clone().sum());
-            }
-            let counter = crate::LaunchCounter::start(device);
-            let h = if joined {
-                swiglu_joined(base.clone(), g.clone(), u.clone(), 0.75)
-            } else {
-                let scaled = |t: &Tensor<3>| t.clone().mul_scalar(0.75).cast(dtype);
-                let gi = base.clone().slice(s![.., .., 0..i]) + scaled(&g);
-                let ui = base.clone().slice(s![.., .., i..2 * i]) + scaled(&u);
-                silu(gi) * ui
-            };
-            let grads = (h.clone().cast(DType::F32) * up.clone()).sum().backward();
-            let grad = |t: &Tensor<3>| f32_values(t.grad(&grads).unwrap());
-            let values = (f32_values(h), grad(&base), grad(&g), grad(&u));
-            if let (true, Some(c)) = (joined, counter) {
-                launches = c.by_kernel();
-            }
-            values
-        };
-        let (h, gb, gg, gu) = run(true);
-        let (h_ref, gb_ref, gg_ref, gu_ref) = run(false);
-        assert!(max_rel_diff(&h, &h_ref) <= tol, "{dtype:?} forward");
-        for (name, got, want) in [("base", gb, gb_ref), ("g", gg, gg_ref), ("u", gu, gu_ref)] {
+    /// `silu(g) · u` ([`swiglu_pair`]), the joined product in `dtype`, the products `g`, `u` in
+    /// `product_dtype` (f32 adapters on a bf16 model give f32 ones). Returns the launches of the
+    /// op's forward and backward by kernel on a GPU backend.
+    fn check(device: &Device, dtype: DType, product_dtype: DType, tol: f32) -> Vec<(String, u64)> {
+        let (op, reference) = swiglu_pair(device, dtype, product_dtype);
+        let diff = max_rel_diff(&op.output, &reference.output);
+        assert!(diff <= tol, "{dtype:?} forward {diff} (tol {tol})");
+        let names = ["base", "g", "u"];
+        for ((name, got), want) in names.into_iter().zip(op.gradients).zip(reference.gradients) {
             let diff = max_rel_diff(&got, &want);
             assert!(diff <= tol, "{dtype:?}: {name} grad {diff} (tol {tol})");
             assert!(
@@ -289,31 +240,43 @@ mod tests {
                 "{name}: a real gradient"
             );
         }
-        launches
+        op.launches
     }
 
     #[test]
     fn gradients_match_autodiff_through_the_composed_ops() {
         let device = Device::flex().autodiff();
         device.seed(41);
-        check(&device, DType::F32, 1e-5);
-        check(&device, DType::BF16, 3e-2);
+        check(&device, DType::F32, DType::F32, 1e-5);
+        check(&device, DType::BF16, DType::BF16, 3e-2);
         // A bf16 model's joined product with f32 adapters' products.
-        check_with(&device, DType::BF16, DType::F32, 3e-2);
+        check(&device, DType::BF16, DType::F32, 3e-2);
     }
 
-    /// On wgpu each direction is one kernel; the backward's writes the joined gradient and the
-    /// products'.
+    /// On wgpu the backward is one kernel, which writes the joined gradient and the products'.
+    /// In f32, and in f16 — standing in for bf16, which WGSL lacks; the kernel's code is generic
+    /// over both — with f16 products and with f32 ones, as a bf16 model's f32 adapters give.
     #[cfg(feature = "wgpu")]
     #[test]
-    fn gradients_match_on_wgpu_with_one_backward_kernel() {
+    fn gradients_match_on_wgpu_with_one_backward_kernel_in_f32_and_f16() {
         let _g = crate::testing::train_lock();
         let device = crate::open_device("wgpu")
             .expect("a wgpu adapter (CI installs llvmpipe)")
             .autodiff();
         device.seed(42);
-        let launches = check(&device, DType::F32, 1e-5);
-        let swiglu = crate::launches::launched_named(&launches, "Swiglu");
-        assert_eq!(swiglu, 2, "{launches:?}");
+        // Measured: f16's forward bits equal the composed ops'; its gradients within 1.0e-3 of
+        // the largest (an f16 ulp), the order of the backward's terms being autodiff's.
+        for (dtype, product, tol) in [
+            (DType::F32, DType::F32, 1e-5),
+            (DType::F16, DType::F16, 4e-3),
+            (DType::F16, DType::F32, 4e-3),
+        ] {
+            let launches = check(&device, dtype, product, tol);
+            let named = |part: &str| crate::launches::launched_named(&launches, part);
+            let what = format!("{dtype:?} with {product:?} products: {launches:?}");
+            assert_eq!(named("SwigluBackward"), 1, "{what}");
+            // The concatenation of the composed backward's two halves.
+            assert_eq!(named("SliceAssign"), 0, "{what}");
+        }
     }
 }

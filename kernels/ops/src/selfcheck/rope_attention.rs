@@ -1,7 +1,4 @@
-//! The hand-written RoPE and attention kernels against the Burn ops they replace, on one device
-//! and in one dtype: the unit tests' comparison, also run by `engram selftest` so that a GPU
-//! checks its own kernels in its own half type (CUDA compiles the kernels' bf16 code, which
-//! neither the CPU backend nor llvmpipe's WGSL runs).
+//! RoPE and attention through the hand-written kernels against the Burn ops they replace.
 //!
 //! One attention of 4 query heads over 2 key/value heads, in the projections' layout with
 //! per-row (packed) tables and a packed batch's mask, run twice from the same inputs: through
@@ -14,7 +11,9 @@ use burn::tensor::{Bool, DType, Device, Distribution, Tensor, TensorData, s};
 use crate::attention::{attention_eager, attention_rope, attention_rope_joined};
 use crate::mask::segment_mask;
 use crate::rope::{reference_tables, rotary_composed};
-use crate::testing::{f32_values, max_rel_diff};
+use crate::testing::f32_values;
+
+use super::KernelDistance;
 
 /// One run's output and the gradients of q, k, v and (joined) the base, as f32 values, with the
 /// kernel launches of the op's forward and backward by name where the backend counts them.
@@ -26,16 +25,6 @@ pub struct RopeAttentionRun {
     pub gradients: [Vec<f32>; 4],
     /// Launches by kernel of the forward and backward (GPU backends; empty elsewhere).
     pub launches: Vec<(String, u64)>,
-}
-
-/// How far the kernels' run is from the Burn ops' (largest differences relative to the
-/// reference's largest magnitude).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KernelDistance {
-    /// The output's.
-    pub forward: f32,
-    /// The largest of the gradients'.
-    pub gradients: f32,
 }
 
 /// A packed batch's mask: row 0 holds sequences of 3 and 2 slots, row 1 one of 4 and a padding
@@ -181,20 +170,13 @@ pub fn rope_attention_pair(
 /// with joined projections whose products are in `dtype`, and with f32 products (f32 adapters
 /// on a half-precision model, the default): the worst of the three.
 pub fn rope_attention_distance(device: &Device, dtype: DType) -> KernelDistance {
-    let mut worst = KernelDistance {
-        forward: 0.0,
-        gradients: 0.0,
-    };
+    let mut worst = KernelDistance::ZERO;
     for (delta_dtype, joined) in [(dtype, false), (dtype, true), (DType::F32, true)] {
         let (op, reference) = rope_attention_pair(device, dtype, delta_dtype, joined);
-        worst.forward = worst
-            .forward
-            .max(max_rel_diff(&op.output, &reference.output));
-        for (got, want) in op.gradients.iter().zip(&reference.gradients) {
-            if !want.is_empty() {
-                worst.gradients = worst.gradients.max(max_rel_diff(got, want));
-            }
-        }
+        worst = worst.max(KernelDistance::between(
+            (&op.output, &op.gradients),
+            (&reference.output, &reference.gradients),
+        ));
     }
     worst
 }
