@@ -148,12 +148,12 @@ impl Attention {
                 {
                     Some(([aq, ak, av].map(|a| a.product(xa.clone())), aq.scaling))
                 }
-                // Each adapter's delta, scaled and cast.
+                // Each adapter's product times its own scale (in its compute dtype: the joined
+                // op adds it in PEFT's order).
                 ([Some(aq), Some(ak), Some(av)], _) => {
-                    let dtype = x.dtype();
-                    let deltas = [aq, ak, av].map(|a| match &xa {
-                        Some(xa) => a.delta_prepared(xa.clone(), dtype),
-                        None => a.delta(x.clone()),
+                    let deltas = [aq, ak, av].map(|a| {
+                        let xp = xa.clone().unwrap_or_else(|| a.prepare(x.clone()));
+                        a.product(xp).mul_scalar(a.scaling)
                     });
                     Some((deltas, 1.0))
                 }
@@ -259,19 +259,14 @@ impl Projected {
                 deltas,
             } => {
                 let mut from = 0;
-                let dtype = base.dtype();
                 let mut deltas = deltas.map(|(d, scale)| (d.into_iter(), scale));
                 heads.map(|n| {
                     let part = base.clone().slice(s![.., .., from..from + n]);
                     from += n;
                     match deltas.as_mut() {
                         Some((d, scale)) => {
-                            let delta = d.next().expect("three deltas").mul_scalar(*scale);
-                            part + if delta.dtype() == dtype {
-                                delta
-                            } else {
-                                delta.cast(dtype)
-                            }
+                            let delta = d.next().expect("three deltas");
+                            engram_ops::delta::add_delta_tensor(part, delta, *scale)
                         }
                         None => part,
                     }

@@ -74,11 +74,11 @@ impl Linear {
             None => burn::tensor::module::linear(x.clone(), self.weight.val(), bias),
         };
         match (&self.lora, prepared) {
-            (Some(adapter), Some(xp)) => {
-                let dtype = y.dtype();
-                y + adapter.delta_prepared(xp, dtype)
+            (Some(adapter), Some(xp)) => adapter.add_to(y, xp),
+            (Some(adapter), None) => {
+                let xp = adapter.prepare(x);
+                adapter.add_to(y, xp)
             }
-            (Some(adapter), None) => y + adapter.delta(x),
             (None, _) => y,
         }
     }
@@ -230,5 +230,36 @@ mod tests {
         let bare = Linear::from_in_out(Tensor::zeros([16, 8], &device), None);
         assert!(shared_adapter_input(&[&p, &bare], &x).is_none());
         assert!(shared_adapter_input(&[&p, &adapted(&device, DType::BF16)], &x).is_none());
+    }
+
+    /// A bf16 projection with an f32 adapter adds the delta as PEFT does: the base output plus
+    /// the f32 delta in f32, rounded to bf16 once (computed here on the host).
+    #[test]
+    fn a_bf16_projection_adds_its_f32_delta_rounded_once() {
+        let device = Device::flex();
+        let host = |t: Tensor<2>| {
+            t.cast(DType::F32)
+                .into_data()
+                .try_into_vec_as::<f32>()
+                .unwrap()
+        };
+        let mut p = adapted(&device, DType::F32);
+        p.weight = Param::from_tensor(p.weight.val().mul_scalar(40.0).cast(DType::BF16));
+        let ad = p.lora.take().expect("an adapter");
+        let x = Tensor::<2>::random([64, 16], Distribution::Normal(0.0, 1.0), &device)
+            .cast(DType::BF16);
+        let base = host(p.forward(x.clone()));
+        let delta = host(
+            ad.product(x.clone().cast(DType::F32))
+                .mul_scalar(ad.scaling),
+        );
+        p.lora = Some(ad);
+        let got = host(p.forward_prepared(x.clone(), Some(x.cast(DType::F32))));
+        let once: Vec<f32> = base
+            .iter()
+            .zip(&delta)
+            .map(|(b, d)| half::bf16::from_f32(b + d).to_f32())
+            .collect();
+        assert_eq!(got, once);
     }
 }

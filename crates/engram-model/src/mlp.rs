@@ -63,10 +63,10 @@ impl Mlp {
             let part = base.clone().slice(s![.., .., from..from + i]);
             from += i;
             match &l.lora {
-                Some(a) => match &xa {
-                    Some(xa) => part + a.delta_prepared(xa.clone(), x.dtype()),
-                    None => part + a.delta(x.clone()),
-                },
+                Some(a) => {
+                    let xp = xa.clone().unwrap_or_else(|| a.prepare(x.clone()));
+                    a.add_to(part, xp)
+                }
                 None => part,
             }
         });

@@ -5,7 +5,8 @@
 //! reference it is tested against, and the CubeCL kernel the GPU backends run (`cube.rs`):
 //! [`attention`] (scores, mask, softmax and the values' product, RoPE'd q/k inside it),
 //! [`rope`], [`swiglu`], [`norm`] (RMSNorm), [`cross_entropy`] (the labels' loss),
-//! [`pick_rows`] (the label rows' gather); `flat_gather` lays many matrices end to end in one
+//! [`pick_rows`] (the label rows' gather), [`delta`] (an adapter's delta added in PEFT's order);
+//! `flat_gather` lays many matrices end to end in one
 //! launch. The CPU backend's inference takes one-pass host paths (each op's `cpu` module) and
 //! multiplies by GGUF blocks in place ([`cpu_matmul`], over `engram-kernels`' SIMD). Around
 //! them: opening a backend by name ([`device`]), CubeCL's persistent kernel cache and compile
@@ -25,6 +26,7 @@ pub mod cpu_matmul;
 pub mod cross_entropy;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod cube_op;
+pub mod delta;
 pub mod device;
 mod error;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]

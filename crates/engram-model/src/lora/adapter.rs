@@ -124,7 +124,8 @@ impl LoraAdapter {
     }
 
     /// `s · B(A(xp))` for an input `xp` from [`LoraAdapter::prepare`] (this adapter's, or one
-    /// that [prepares like](LoraAdapter::prepares_like) it), returned in `dtype`.
+    /// that [prepares like](LoraAdapter::prepares_like) it), returned in `dtype` (rounded to it:
+    /// to add it to a base output as PEFT does, use [`LoraAdapter::add_to`]).
     pub fn delta_prepared<const D: usize>(&self, xp: Tensor<D>, dtype: DType) -> Tensor<D> {
         let y = self.product(xp).mul_scalar(self.scaling);
         if dtype == self.compute {
@@ -132,6 +133,13 @@ impl LoraAdapter {
         } else {
             y.cast(dtype)
         }
+    }
+
+    /// `y + s · B(A(xp))`, in `y`'s dtype, for an input `xp` from [`LoraAdapter::prepare`], added
+    /// in PEFT's order (`engram_ops::delta`): with f32 compute on a half-precision `y`, the sum is
+    /// formed in f32 and rounded once, as torch's promotion in PEFT's `Linear.forward` does.
+    pub fn add_to<const D: usize>(&self, y: Tensor<D>, xp: Tensor<D>) -> Tensor<D> {
+        engram_ops::delta::add_delta_tensor(y, self.product(xp), self.scaling)
     }
 
     /// `B(A(xp))`, unscaled, in [`LoraAdapter::compute`], for an input `xp` from

@@ -92,8 +92,8 @@ fn rotated<F: Float, I: Float, T: Float>(
 
 /// `x[i0, i1, i2, j]` read through its strides, cast to `F`; with `with_base`, `base[i0,
 /// first_head + i1, i2, j] + scale · x[i0, i1, i2, j]` (`base` a heads-first view of the joined
-/// projections, `x` a part's delta), the delta scaled in its own type `I`, then cast to the
-/// base's and added in it — the order of an adapter delta's ops (`add_parts`).
+/// projections, `x` a part's delta), the delta scaled in its own type `I`, the sum formed in
+/// f32 and rounded to `F` once — PEFT's order ([`crate::delta`], `add_parts`).
 #[allow(clippy::too_many_arguments)]
 #[cube]
 fn input<F: Float, I: Float>(
@@ -114,7 +114,7 @@ fn input<F: Float, I: Float>(
             + (first_head + i1) * base.stride(1)
             + i2 * base.stride(2)
             + j * base.stride(3);
-        v = base[at] + F::cast_from(scale * x_value);
+        v = F::cast_from(f32::cast_from(base[at]) + f32::cast_from(scale * x_value));
     }
     v
 }

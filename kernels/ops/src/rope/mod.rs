@@ -200,7 +200,7 @@ fn joined_scaled<B: Backend>(
 }
 
 /// `base`'s three parts along the heads (`[b, t, heads + 2 · kv, d]`), each plus `scale` times
-/// `q`, `k`, `v` (`[b, t, heads or kv, d]`), the product cast to `base`'s dtype.
+/// `q`, `k`, `v` (`[b, t, heads or kv, d]`) in PEFT's order ([`crate::delta`]).
 fn add_parts<B: Backend>(
     base: FloatTensor<B>,
     q: FloatTensor<B>,
@@ -208,7 +208,6 @@ fn add_parts<B: Backend>(
     v: FloatTensor<B>,
     scale: f64,
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
-    let dtype = FloatDType::from(base.dtype());
     let (h, kv) = (q.shape()[2], k.shape()[2]);
     let add = |from: usize, n: usize, delta: FloatTensor<B>| {
         let slices = [
@@ -218,13 +217,7 @@ fn add_parts<B: Backend>(
             Slice::from(..),
         ];
         let part = B::float_slice(base.clone(), &slices);
-        let delta = B::float_mul_scalar(delta, scale.into());
-        let delta = if delta.dtype() == base.dtype() {
-            delta
-        } else {
-            B::float_cast(delta, dtype)
-        };
-        B::float_add(part, delta)
+        crate::delta::add_delta::<B>(part, delta, scale)
     };
     (add(0, h, q), add(h, kv, k), add(h + kv, kv, v))
 }
@@ -320,7 +313,7 @@ impl RotaryOp for burn::backend::Cube {
         let (qs, ks, vs) = (swap::<C>(q), swap::<C>(k), swap::<C>(v));
         let (cs, ss) = (swap::<C>(cos), swap::<C>(sin));
         // The products in their dtype or another than the base's (f32 adapters on a bf16
-        // model): each scaled in its own, cast to the base's and added in it, as `add_parts`.
+        // model): each scaled in its own and added in PEFT's order, as `add_parts`.
         let float_base = crate::cube_op::float_type(base.dtype).is_some();
         if !(float_base && crate::rope::cube::supported_qkv(&qs, &ks, &vs, &cs, &ss)) {
             let (q, k, v) =

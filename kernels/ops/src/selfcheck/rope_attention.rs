@@ -88,8 +88,8 @@ fn run(
         (false, _) => {
             let (qa, ka, va) = if joined {
                 let part = |from: usize, n: usize, x: Tensor<4>| {
-                    base.clone().slice(s![.., .., from..from + n])
-                        + x.mul_scalar(delta_scale).cast(dtype)
+                    let part = base.clone().slice(s![.., .., from..from + n]);
+                    crate::delta::add_delta_tensor(part, x, delta_scale)
                 };
                 (part(0, h, qa), part(h, kv, ka), part(h + kv, kv, va))
             } else {

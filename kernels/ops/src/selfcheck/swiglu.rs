@@ -1,10 +1,12 @@
 //! The joined SwiGLU ([`crate::swiglu::swiglu_joined`]) against the Burn ops it replaces:
-//! slices of the joined gate/up product, the adapters' products scaled, cast and added, and
+//! slices of the joined gate/up product, the adapters' products scaled and added in PEFT's
+//! order ([`crate::delta`]), and
 //! `silu(g) · u`, differentiated op by op.
 
 use burn::tensor::activation::silu;
 use burn::tensor::{DType, Device, Distribution, Tensor, s};
 
+use crate::delta::add_delta_tensor;
 use crate::swiglu::swiglu_joined;
 use crate::testing::f32_values;
 
@@ -49,9 +51,9 @@ fn run(inputs: &Inputs, dtype: DType, product_dtype: DType, fused: bool) -> Swig
     let h = if fused {
         swiglu_joined(base.clone(), g.clone(), u.clone(), SCALE)
     } else {
-        let scaled = |t: &Tensor<3>| t.clone().mul_scalar(SCALE).cast(dtype);
-        let gi = base.clone().slice(s![.., .., 0..i]) + scaled(&g);
-        let ui = base.clone().slice(s![.., .., i..2 * i]) + scaled(&u);
+        let add = |part: Tensor<3>, t: &Tensor<3>| add_delta_tensor(part, t.clone(), SCALE);
+        let gi = add(base.clone().slice(s![.., .., 0..i]), &g);
+        let ui = add(base.clone().slice(s![.., .., i..2 * i]), &u);
         silu(gi) * ui
     };
     assert_eq!(h.dtype(), dtype, "SwiGLU's output dtype");

@@ -7,8 +7,9 @@
 //! The kernel is generic over the joined product's float type `F` (f32, f16, bf16; also the
 //! gradient's) and, apart, the adapters' products' `I` (a bf16 model's f32 adapters give f32
 //! products beside a bf16 base). Each operation is rounded where the Burn ops round it: a
-//! product is scaled in `I`, cast to `F` and added in `F`; the backward's terms are formed in
-//! `F`, one rounding per product or sum; the products' gradients are cast to `I`, then scaled.
+//! product is scaled in `I` and added to the base in f32, the sum rounded to `F` once (PEFT's
+//! order, [`crate::delta`]); the backward's terms are formed in `F`, one rounding per product
+//! or sum; the products' gradients are cast to `I`, then scaled.
 //! `σ` is computed in f32, as Burn's `sigmoid` is, and rounded to `F` — but as `1 / (1 +
 //! e^−x)`, where Burn's is `e^−log(1 + e^−x)`: a rounding apart in f32, which the rounding to a
 //! half type mostly hides.
@@ -30,7 +31,8 @@ fn at<E: Float>(x: &Tensor<E>, r: usize, c: usize) -> E {
 }
 
 /// `(g, u)` at row `r`, column `c`: `base[r, c] + scale · g[r, c]`, `base[r, i + c] + scale ·
-/// u[r, c]`, each delta scaled in `I`, then cast to `F` and added in it.
+/// u[r, c]`, each delta scaled in `I`, the sum formed in f32 and rounded to `F` once (PEFT's
+/// order, [`crate::delta`]).
 #[cube]
 fn halves<F: Float, I: Float>(
     base: &Tensor<F>,
@@ -42,9 +44,15 @@ fn halves<F: Float, I: Float>(
 ) -> (F, F) {
     let i = g.shape(1);
     (
-        at::<F>(base, r, c) + F::cast_from(scale * at::<I>(g, r, c)),
-        at::<F>(base, r, i + c) + F::cast_from(scale * at::<I>(u, r, c)),
+        sum::<F, I>(at::<F>(base, r, c), scale * at::<I>(g, r, c)),
+        sum::<F, I>(at::<F>(base, r, i + c), scale * at::<I>(u, r, c)),
     )
+}
+
+/// `base + delta` in f32, rounded to `F` once.
+#[cube]
+fn sum<F: Float, I: Float>(base: F, delta: I) -> F {
+    F::cast_from(f32::cast_from(base) + f32::cast_from(delta))
 }
 
 /// `σ(x) = 1 / (1 + e^−x)`, computed in f32 and rounded to `F`.

@@ -35,8 +35,8 @@ use burn::tensor::{Slice, Tensor};
 
 use crate::seam::autodiff_node;
 
-/// `base`'s two halves along the last axis plus `scale` times `g` and `u` (each product cast
-/// to `base`'s dtype after its scale, as an adapter's delta is): `(base_g + s·g, base_u + s·u)`.
+/// `base`'s two halves along the last axis plus `scale` times `g` and `u` (each added in PEFT's
+/// order, [`crate::delta`]): `(base_g + s·g, base_u + s·u)`.
 fn inputs<B: Backend>(
     base: FloatTensor<B>,
     g: FloatTensor<B>,
@@ -45,18 +45,11 @@ fn inputs<B: Backend>(
 ) -> (FloatTensor<B>, FloatTensor<B>) {
     let shape = g.shape();
     let (rank, i) = (shape.num_dims(), shape[shape.num_dims() - 1]);
-    let dtype = base.dtype();
     let add = |from: usize, delta: FloatTensor<B>| {
         let mut slices = vec![Slice::from(..); rank];
         slices[rank - 1] = Slice::from(from..from + i);
         let half = B::float_slice(base.clone(), &slices);
-        let delta = B::float_mul_scalar(delta, scale.into());
-        let delta = if delta.dtype() == dtype {
-            delta
-        } else {
-            B::float_cast(delta, FloatDType::from(dtype))
-        };
-        B::float_add(half, delta)
+        crate::delta::add_delta::<B>(half, delta, scale)
     };
     (add(0, g), add(i, u))
 }
@@ -109,8 +102,8 @@ fn backward_composed<B: Backend>(
 #[backend_extension(Flex, Cube: cfg(any(feature = "wgpu", feature = "cuda")), Autodiff)]
 pub trait SwigluOp: Backend {
     /// `silu(base_g + s·g) · (base_u + s·u)`: `base` `[.., 2 · i]` (gate's part first), `g`,
-    /// `u` `[.., i]` (the adapters' products, in their own dtype; each scaled, then cast to
-    /// `base`'s). Returns `[.., i]`.
+    /// `u` `[.., i]` (the adapters' products, in their own dtype; each scaled and added in
+    /// PEFT's order, [`crate::delta`]). Returns `[.., i]`.
     fn swiglu_joined(
         base: FloatTensor<Self>,
         g: FloatTensor<Self>,
