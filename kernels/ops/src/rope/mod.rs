@@ -134,7 +134,7 @@ pub trait RotaryOp: Backend {
     /// [`RotaryOp::rotary_qkv_heads_first`] of joined projections: `base` `[batch, seq,
     /// heads_q + 2 · heads_kv, head_dim]` (q, k and v's product side by side), its parts plus
     /// `scale` times `q`, `k`, `v` (the adapters' products, in their own dtype; scaled, then
-    /// cast to `base`'s, as an adapter's delta is).
+    /// added in PEFT's order, [`crate::delta`], as an adapter's delta is).
     #[allow(clippy::too_many_arguments)]
     fn rotary_qkv_from_base_heads_first(
         base: FloatTensor<Self>,
