@@ -73,13 +73,12 @@ impl Linear {
             },
             None => burn::tensor::module::linear(x.clone(), self.weight.val(), bias),
         };
-        match (&self.lora, prepared) {
-            (Some(adapter), Some(xp)) => adapter.add_to(y, xp),
-            (Some(adapter), None) => {
-                let xp = adapter.prepare(x);
+        match &self.lora {
+            Some(adapter) => {
+                let xp = prepared.unwrap_or_else(|| adapter.prepare(x));
                 adapter.add_to(y, xp)
             }
-            (None, _) => y,
+            None => y,
         }
     }
 }

@@ -47,12 +47,24 @@ pub fn add_delta_tensor<const D: usize>(
     delta: Tensor<D>,
     scale: f64,
 ) -> Tensor<D> {
-    let dtype = part.dtype();
-    let delta = delta.mul_scalar(scale);
-    if delta.dtype() == dtype {
-        return part + delta;
+    Tensor::from_dispatch(add_delta::<burn::backend::Dispatch>(
+        part.into_dispatch(),
+        delta.into_dispatch(),
+        scale,
+    ))
+}
+
+/// The kernels' form: one element's sum.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub(crate) mod cube {
+    use cubecl::prelude::*;
+
+    /// `base + scaled` (an adapter's delta, already scaled in its own type `I`) formed in f32 and
+    /// rounded to `F` once: [`super::add_delta`]'s order for one element.
+    #[cube]
+    pub fn add_scaled<F: Float, I: Float>(base: F, scaled: I) -> F {
+        F::cast_from(f32::cast_from(base) + f32::cast_from(scaled))
     }
-    (part.cast(DType::F32) + delta.cast(DType::F32)).cast(dtype)
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ fn input<F: Float, I: Float>(
             + (first_head + i1) * base.stride(1)
             + i2 * base.stride(2)
             + j * base.stride(3);
-        v = F::cast_from(f32::cast_from(base[at]) + f32::cast_from(scale * x_value));
+        v = crate::delta::cube::add_scaled::<F, I>(base[at], scale * x_value);
     }
     v
 }

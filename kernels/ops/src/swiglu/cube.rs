@@ -23,6 +23,7 @@ use cubecl::ir::ElemType;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
 
 use crate::cube_op::{self, CubeRuntime as Runtime, empty_like, float_type};
+use crate::delta::cube::add_scaled;
 
 /// Element `(r, c)` of a rank-2 view.
 #[cube]
@@ -44,15 +45,9 @@ fn halves<F: Float, I: Float>(
 ) -> (F, F) {
     let i = g.shape(1);
     (
-        sum::<F, I>(at::<F>(base, r, c), scale * at::<I>(g, r, c)),
-        sum::<F, I>(at::<F>(base, r, i + c), scale * at::<I>(u, r, c)),
+        add_scaled::<F, I>(at::<F>(base, r, c), scale * at::<I>(g, r, c)),
+        add_scaled::<F, I>(at::<F>(base, r, i + c), scale * at::<I>(u, r, c)),
     )
-}
-
-/// `base + delta` in f32, rounded to `F` once.
-#[cube]
-fn sum<F: Float, I: Float>(base: F, delta: I) -> F {
-    F::cast_from(f32::cast_from(base) + f32::cast_from(delta))
 }
 
 /// `σ(x) = 1 / (1 + e^−x)`, computed in f32 and rounded to `F`.
