@@ -199,15 +199,18 @@ impl Loader<'_> {
     }
 
     fn norm(&self, name: &str, h: usize, eps: f64) -> Result<RmsNorm> {
-        // Norm weights stay f32: RMSNorm statistics are f32 whatever the model dtype.
+        // In the model's dtype, as transformers loads it (the norm's statistics are f32
+        // whatever the weight's dtype, and it scales the normalized value in the input dtype):
+        // an f32 weight would be cast to the model's dtype at every use, a launch of its own
+        // on the GPU backends, for the same bits.
         if let Weights::Random { .. } = self.src {
             return Ok(RmsNorm::new(
-                Tensor::ones([h], (self.device, DType::F32)),
+                Tensor::ones([h], (self.device, self.dtype)),
                 eps,
             ));
         }
         let host = self.host(name, &[h])?;
-        let weight = self.upload(host.bytes, host.format, [h], DType::F32);
+        let weight = self.upload(host.bytes, host.format, [h], self.dtype);
         Ok(RmsNorm::new(weight, eps))
     }
 }

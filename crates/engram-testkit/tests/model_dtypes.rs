@@ -84,3 +84,24 @@ fn bf16_weights_on_device_stay_close_to_f32() {
     // transformers' own bf16 run of this model differs from its f32 run by ~5e-3.
     assert!(d > 0.0 && d < 5e-2, "bf16 vs f32 max diff {d:e}");
 }
+
+/// A bf16 model holds its norm weights in bf16, as transformers does, where engram held them in
+/// f32 and cast them to bf16 at every use: the same logits, bit for bit.
+#[test]
+fn bf16_norm_weights_are_held_in_bf16_for_the_same_logits() {
+    use burn::tensor::DType;
+    let bf16m = load_dir(&fixture("tiny-f32"), WeightDType::BF16);
+    let f32m = load("tiny-f32");
+    let mut cast_at_use = bf16m.clone();
+    for (l, f) in cast_at_use.layers.iter_mut().zip(&f32m.layers) {
+        assert_eq!(l.input_layernorm.weight.val().dtype(), DType::BF16);
+        assert_eq!(l.post_attention_layernorm.weight.val().dtype(), DType::BF16);
+        l.input_layernorm = f.input_layernorm.clone();
+        l.post_attention_layernorm = f.post_attention_layernorm.clone();
+    }
+    assert_eq!(bf16m.norm.weight.val().dtype(), DType::BF16);
+    cast_at_use.norm = f32m.norm.clone();
+    assert_eq!(cast_at_use.norm.weight.val().dtype(), DType::F32);
+    let ids: Vec<u32> = (0..30).map(|i| (i * 53 + 7) % 1792).collect();
+    assert_eq!(logits(&bf16m, &ids), logits(&cast_at_use, &ids));
+}

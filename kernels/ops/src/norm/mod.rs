@@ -48,7 +48,12 @@ fn row_vector<B: Backend>(w: FloatTensor<B>, dtype: DType, rank: usize) -> Float
     let hidden = w.shape().num_elements();
     let mut dims = vec![1; rank];
     dims[rank - 1] = hidden;
-    B::float_reshape(B::float_cast(w, float_dtype(dtype)), Shape::from(dims))
+    let w = if w.dtype() == dtype {
+        w
+    } else {
+        B::float_cast(w, float_dtype(dtype))
+    };
+    B::float_reshape(w, Shape::from(dims))
 }
 
 fn float_dtype(dtype: DType) -> FloatDType {
