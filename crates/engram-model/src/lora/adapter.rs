@@ -95,17 +95,20 @@ impl LoraAdapter {
     /// The input as this adapter's matmuls read it: cast to [`LoraAdapter::compute`], dropout
     /// applied (while training on an autodiff device).
     pub fn prepare<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let x = if x.dtype() == self.compute {
-            x
-        } else {
-            x.cast(self.compute)
+        let compute = self.compute;
+        let cast = |x: Tensor<D>| {
+            if x.dtype() == compute {
+                x
+            } else {
+                x.cast(compute)
+            }
         };
         if host_dropout_applies(&self.dropout, &x) {
-            host_dropout(x, self.dropout.prob)
-        } else if let Some(dropped) = pooled_dropout(&self.dropout, &x) {
+            host_dropout(cast(x), self.dropout.prob)
+        } else if let Some(dropped) = pooled_dropout(&self.dropout, &x, compute) {
             dropped
         } else {
-            self.dropout.forward(x)
+            self.dropout.forward(cast(x))
         }
     }
 

@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 
 use burn::nn::Dropout;
-use burn::tensor::{Device, Distribution, Tensor, TensorData, s};
+use burn::tensor::{DType, Device, Distribution, Tensor, TensorData, s};
 use rand::SeedableRng;
 
 /// Slice alignment in elements (256 bytes of f32), so that each site's slice of the pool is a
@@ -71,12 +71,13 @@ pub(crate) fn pool_scope(
     Some(PoolScope(()))
 }
 
-/// Burn's inverted dropout of `x` (`x · mask / (1 − p)`) with the mask taken from the current
-/// pool, or `None` where no pool is current, it is for another probability, or it has too few
-/// draws left (the caller then draws its own).
+/// Burn's inverted dropout of `x` cast to `dtype` (`x · mask / (1 − p)`) with the mask taken
+/// from the current pool, or `None` where no pool is current, it is for another probability, or
+/// it has too few draws left (the caller then casts `x` and draws its own mask).
 pub(crate) fn pooled_dropout<const D: usize>(
     dropout: &Dropout,
     x: &Tensor<D>,
+    dtype: DType,
 ) -> Option<Tensor<D>> {
     if dropout.prob == 0.0 || !dropout.training.is_enabled() {
         return None;
@@ -95,8 +96,16 @@ pub(crate) fn pooled_dropout<const D: usize>(
         Some(mask)
     })?;
     let keep = 1.0 - dropout.prob;
-    let mask = mask.reshape(shape).cast(x.dtype());
-    Some((x.clone() * mask) * (1.0 / keep))
+    let mask = mask.reshape(shape).cast(dtype);
+    // `x` is cast after the mask's slice is taken: a slice does not fuse, so a cast before it
+    // was a kernel of its own on the GPU backends; after it, the cast, the product and the
+    // scale are one.
+    let x = if x.dtype() == dtype {
+        x.clone()
+    } else {
+        x.clone().cast(dtype)
+    };
+    Some((x * mask) * (1.0 / keep))
 }
 
 /// Whether [`host_dropout`] replaces Burn's `Dropout` for `x`: training (autodiff) on the CPU
@@ -183,6 +192,37 @@ mod tests {
         assert_ne!(a, draw(8), "another seed, another mask");
     }
 
+    /// On wgpu an f16 input's cast to f32 fuses with its mask's product (one kernel), the mask's
+    /// slice being taken first; cast before the slice, it is a kernel of its own.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn the_inputs_cast_fuses_with_its_masks_product() {
+        let _g = crate::testing::train_lock();
+        let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
+        let device = device.autodiff();
+        let dropout = DropoutConfig::new(0.25).init();
+        let x = Tensor::<2>::random([40, 100], Distribution::Normal(0.0, 1.0), &device)
+            .cast(DType::F16);
+        let _scope = pool_scope(&device, || vec![(0.25, 4000), (0.25, 4000)]).expect("a pool");
+        // The input and the draws on the device before counting.
+        x.clone().into_data();
+        POOL.with(|p| p.borrow().as_ref().map(|p| p.draws.clone()))
+            .unwrap()
+            .into_data();
+        let launches = |dropped: Tensor<2>| {
+            let counter = crate::LaunchCounter::start(&device).unwrap();
+            assert_eq!(dropped.into_data().dtype(), DType::F32);
+            (counter.launched(), counter.sequence())
+        };
+        let (fused, seq) = launches(pooled_dropout(&dropout, &x, DType::F32).expect("served"));
+        assert_eq!(fused, 1, "{seq:?}");
+        let counter = crate::LaunchCounter::start(&device).unwrap();
+        let cast_first = x.clone().cast(DType::F32);
+        let dropped = pooled_dropout(&dropout, &cast_first, DType::F32).expect("served");
+        dropped.into_data();
+        assert_eq!(counter.launched(), 2, "{:?}", counter.sequence());
+    }
+
     /// On wgpu: every site's mask is its slice of the one draw made for the forward (so one
     /// random-number launch serves them all: `bench train` counts it); each holds 0 or
     /// 1/(1 − p) at about 1 − p kept; a site the pool cannot serve (another probability, not
@@ -209,7 +249,7 @@ mod tests {
         let dropped: Vec<Vec<f32>> = xs
             .iter()
             .map(|x| {
-                pooled_dropout(&dropout, x)
+                pooled_dropout(&dropout, x, DType::F32)
                     .expect("served")
                     .into_data()
                     .try_into_vec_as::<f32>()
@@ -228,13 +268,16 @@ mod tests {
         let kept = dropped[0].iter().filter(|&&v| v != 0.0).count() as f64 / 4000.0;
         // 4,000 Bernoulli(0.75) draws: the standard error is 0.0068.
         assert!((kept - 0.75).abs() < 0.035, "kept {kept}");
-        assert!(pooled_dropout(&DropoutConfig::new(0.5).init(), &xs[1]).is_none());
+        assert!(pooled_dropout(&DropoutConfig::new(0.5).init(), &xs[1], DType::F32).is_none());
         assert!(
-            pooled_dropout(&dropout, &xs[1]).is_none(),
+            pooled_dropout(&dropout, &xs[1], DType::F32).is_none(),
             "the pool is spent"
         );
         drop(scope);
-        assert!(pooled_dropout(&dropout, &xs[1]).is_none(), "no pool");
+        assert!(
+            pooled_dropout(&dropout, &xs[1], DType::F32).is_none(),
+            "no pool"
+        );
         assert!(pool_scope(&Device::flex().autodiff(), || vec![(0.25, 10)]).is_none());
     }
 }
