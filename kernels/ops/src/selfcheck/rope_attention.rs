@@ -89,7 +89,7 @@ fn run(
             let (qa, ka, va) = if joined {
                 let part = |from: usize, n: usize, x: Tensor<4>| {
                     let part = base.clone().slice(s![.., .., from..from + n]);
-                    crate::delta::add_delta_tensor(part, x, delta_scale)
+                    crate::delta::add_delta_composed(part, x, delta_scale)
                 };
                 (part(0, h, qa), part(h, kv, ka), part(h + kv, kv, va))
             } else {

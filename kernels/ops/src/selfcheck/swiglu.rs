@@ -6,7 +6,7 @@
 use burn::tensor::activation::silu;
 use burn::tensor::{DType, Device, Distribution, Tensor, s};
 
-use crate::delta::add_delta_tensor;
+use crate::delta::add_delta_composed;
 use crate::swiglu::swiglu_joined;
 use crate::testing::f32_values;
 
@@ -51,7 +51,7 @@ fn run(inputs: &Inputs, dtype: DType, product_dtype: DType, fused: bool) -> Swig
     let h = if fused {
         swiglu_joined(base.clone(), g.clone(), u.clone(), SCALE)
     } else {
-        let add = |part: Tensor<3>, t: &Tensor<3>| add_delta_tensor(part, t.clone(), SCALE);
+        let add = |part: Tensor<3>, t: &Tensor<3>| add_delta_composed(part, t.clone(), SCALE);
         let gi = add(base.clone().slice(s![.., .., 0..i]), &g);
         let ui = add(base.clone().slice(s![.., .., i..2 * i]), &u);
         silu(gi) * ui
