@@ -82,3 +82,56 @@ impl Mlp {
         }
     }
 }
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests {
+    use burn::tensor::{DType, Distribution, Tensor};
+
+    use super::Mlp;
+    use crate::linear::Linear;
+    use crate::lora::LoraAdapter;
+    use crate::lora::dropout::pool_scope;
+
+    /// On wgpu, a training forward of an f16 MLP with f32 adapters (f16 standing in for bf16)
+    /// casts to f32 in one kernel of its own: the joined gate/up product's, whole. Casting each
+    /// half apart (a cast of a slice does not fuse) took two.
+    #[test]
+    fn a_half_mlps_training_forward_casts_in_one_kernel() {
+        let _g = crate::testing::train_lock();
+        let device = crate::open_device("wgpu")
+            .expect("a wgpu adapter (CI installs llvmpipe)")
+            .autodiff();
+        device.seed(5);
+        let (hidden, inner, rows) = (64, 128, 256);
+        let random =
+            |shape: [usize; 2]| Tensor::<2>::random(shape, Distribution::Normal(0.0, 0.1), &device);
+        let linear = |name: &str, d_in: usize, d_out: usize| {
+            let mut l = Linear::from_in_out(random([d_in, d_out]).cast(DType::F16), None);
+            let (a, b) = (random([d_in, 8]), random([8, d_out]));
+            l.lora = Some(LoraAdapter::from_factors(name, a, b, 2.0, 0.05));
+            l
+        };
+        let mut mlp = Mlp {
+            gate_proj: linear("mlp.gate_proj", hidden, inner),
+            up_proj: linear("mlp.up_proj", hidden, inner),
+            down_proj: linear("mlp.down_proj", inner, hidden),
+            gate_up: None,
+        };
+        mlp.join_projections();
+        assert!(mlp.gate_up.is_some(), "gate and up joined on wgpu");
+        let x = Tensor::<2>::random([rows, hidden], Distribution::Normal(0.0, 1.0), &device)
+            .cast(DType::F16)
+            .unsqueeze::<3>();
+        x.clone().into_data();
+        let casts = || {
+            let _pool = pool_scope(&device, || mlp.dropout_sites(rows)).expect("a dropout pool");
+            let counter = crate::LaunchCounter::start(&device).unwrap();
+            mlp.forward(x.clone()).into_data();
+            (counter.launched_named("CastElement"), counter.sequence())
+        };
+        // Once first: the matmuls' autotuning launches candidates.
+        casts();
+        let (n, sequence) = casts();
+        assert_eq!(n, 1, "{sequence:?}");
+    }
+}
