@@ -152,9 +152,7 @@ mod tests {
     fn on_wgpu_losses_are_laid_end_to_end_by_the_gather_kernel() {
         // One launch observer at a time (CubeCL's is process-wide): counting tests take turns.
         let _g = engram_testkit::train_lock();
-        let device = engram_model::open_device("wgpu")
-            .expect("a wgpu adapter (CI installs llvmpipe)")
-            .autodiff();
+        let device = engram_model::testing::wgpu_training_device();
         let want: Vec<f64> = (0..20).map(|i| i as f64 * 0.5 - 3.0).collect();
         let mut log = LossLog::new();
         for (i, &v) in want.iter().enumerate() {

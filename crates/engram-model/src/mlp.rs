@@ -98,9 +98,7 @@ mod tests {
     #[test]
     fn a_half_mlps_training_forward_casts_in_one_kernel() {
         let _g = crate::testing::train_lock();
-        let device = crate::open_device("wgpu")
-            .expect("a wgpu adapter (CI installs llvmpipe)")
-            .autodiff();
+        let device = crate::testing::wgpu_training_device();
         device.seed(5);
         let (hidden, inner, rows) = (64, 128, 256);
         let random =

@@ -39,3 +39,12 @@ static TRAIN_LOCK: Mutex<()> = Mutex::new(());
 pub fn train_lock() -> MutexGuard<'static, ()> {
     TRAIN_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// The wgpu device with autodiff, as the GPU backends' training tests use it (CI installs Mesa's
+/// llvmpipe where there is no GPU).
+#[cfg(feature = "wgpu")]
+pub fn wgpu_training_device() -> burn::tensor::Device {
+    crate::open_device("wgpu")
+        .expect("a wgpu adapter (CI installs llvmpipe)")
+        .autodiff()
+}

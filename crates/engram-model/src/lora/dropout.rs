@@ -200,8 +200,7 @@ mod tests {
     #[test]
     fn an_inputs_cast_and_its_dropout_are_one_kernel() {
         let _g = crate::testing::train_lock();
-        let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
-        let device = device.autodiff();
+        let device = crate::testing::wgpu_training_device();
         let dropout = DropoutConfig::new(0.25).init();
         let x = Tensor::<2>::random([40, 100], Distribution::Normal(0.0, 1.0), &device)
             .cast(DType::F16);
@@ -232,8 +231,7 @@ mod tests {
     fn one_pool_serves_every_site_of_a_forward() {
         // Launch-counting tests beside it count every launch in the process: they take turns.
         let _g = crate::testing::train_lock();
-        let device = crate::open_device("wgpu").expect("a wgpu adapter (CI installs llvmpipe)");
-        let device = device.autodiff();
+        let device = crate::testing::wgpu_training_device();
         let dropout = DropoutConfig::new(0.25).init();
         let xs = [
             Tensor::<2>::ones([40, 100], &device),

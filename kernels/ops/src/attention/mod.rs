@@ -608,9 +608,7 @@ mod tests {
     #[cfg(feature = "wgpu")]
     #[test]
     fn gradients_match_on_wgpu() {
-        let device = crate::open_device("wgpu")
-            .expect("a wgpu adapter (CI installs llvmpipe)")
-            .autodiff();
+        let device = crate::testing::wgpu_training_device();
         device.seed(22);
         check(&device, DType::F32, 1e-5);
     }
@@ -678,9 +676,7 @@ mod tests {
     #[test]
     fn rope_attention_matches_on_wgpu_with_one_layout_kernel_each_way() {
         let _g = crate::testing::train_lock();
-        let device = crate::open_device("wgpu")
-            .expect("a wgpu adapter (CI installs llvmpipe)")
-            .autodiff();
+        let device = crate::testing::wgpu_training_device();
         device.seed(25);
         // f16: the kernels' half-precision path (WGSL has no bf16; CUDA compiles the same
         // generic code for it), products in the base's dtype.

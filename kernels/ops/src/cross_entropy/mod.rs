@@ -271,9 +271,7 @@ mod tests {
     #[test]
     fn the_gradient_matches_on_wgpu_in_one_kernel() {
         let _g = crate::testing::train_lock();
-        let device = crate::open_device("wgpu")
-            .expect("a wgpu adapter (CI installs llvmpipe)")
-            .autodiff();
+        let device = crate::testing::wgpu_training_device();
         device.seed(12);
         let launches = check(&device, DType::F32, 1e-5);
         // The loss's backward is one kernel; the scale on the loss adds its own.

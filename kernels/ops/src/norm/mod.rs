@@ -210,9 +210,7 @@ mod tests {
     #[cfg(feature = "wgpu")]
     #[test]
     fn gradients_match_on_wgpu() {
-        let device = crate::open_device("wgpu")
-            .expect("a wgpu adapter (CI installs llvmpipe)")
-            .autodiff();
+        let device = crate::testing::wgpu_training_device();
         device.seed(8);
         check(&device, DType::F32, 1e-5);
     }

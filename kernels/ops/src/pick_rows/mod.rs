@@ -205,9 +205,7 @@ mod tests {
     #[test]
     fn the_gradient_is_selects_on_wgpu_in_one_kernel_in_f32_and_f16() {
         let _g = crate::testing::train_lock();
-        let device = crate::open_device("wgpu")
-            .expect("a wgpu adapter (CI installs llvmpipe)")
-            .autodiff();
+        let device = crate::testing::wgpu_training_device();
         device.seed(22);
         // f16 stands in for bf16, which WGSL lacks: the kernel's code is generic over both.
         for dtype in [DType::F32, DType::F16] {

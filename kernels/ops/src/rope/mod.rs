@@ -637,9 +637,7 @@ mod tests {
     #[test]
     fn the_gradient_is_autodiffs_to_the_bit_on_wgpu() {
         let _g = crate::testing::train_lock();
-        let device = crate::open_device("wgpu")
-            .expect("a wgpu adapter (CI installs llvmpipe)")
-            .autodiff();
+        let device = crate::testing::wgpu_training_device();
         device.seed(32);
         check(&device, DType::F32);
         // The kernel in half precision (WGSL has no bf16; CUDA compiles the same generic code
