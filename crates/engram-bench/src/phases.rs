@@ -2,15 +2,19 @@
 //! ones — the trainer's own step ([`engram_lora::observed_gradients`], [`engram_lora::update`])
 //! run under an observer that syncs the device between its phases — forward (the loss),
 //! backward (the adapters' gradients), the clip factor, and the AdamW update — and counts the
-//! kernels each phase launched by kernel. The syncs keep fusion from merging work across
-//! phases, so the phases can add up to a little more than a step's count without them.
+//! kernels each phase launched by kernel, timing each on the device
+//! ([`LaunchCounter::start_timed`]): where the step's device time goes, and how long the device
+//! sat idle while the host issued the phase's work. The syncs keep fusion from merging work
+//! across phases, so the phases can add up to a little more than a step's count without them.
+
+use std::time::Instant;
 
 use burn::tensor::Device;
 use engram_lora::AdamW;
 use engram_lora::TrainConfig;
 use engram_lora::TrainExample;
 use engram_lora::{StepObserver, StepPhase, observed_gradients, update};
-use engram_model::{LaunchCounter, Llama};
+use engram_model::{KernelTimes, LaunchCounter, Llama};
 
 /// The kernels one phase of a step launched.
 pub struct Phase {
@@ -22,10 +26,14 @@ pub struct Phase {
     pub by_kernel: Vec<(String, u64)>,
     /// The kernels in launch order.
     pub sequence: Vec<String>,
+    /// Host seconds from the sync before the phase to the sync after it.
+    pub wall_s: f64,
+    /// Each launch's device time.
+    pub times: KernelTimes,
 }
 
-/// Syncs the device around each phase and counts the kernels it launched (none are counted on
-/// a backend without kernel launches, the CPU).
+/// Syncs the device around each phase, counts the kernels it launched and times them (none are
+/// counted on a backend without kernel launches, the CPU).
 struct Counting {
     device: Device,
     phases: Vec<Phase>,
@@ -34,15 +42,19 @@ struct Counting {
 impl StepObserver for Counting {
     fn phase<T>(&mut self, phase: StepPhase, work: impl FnOnce() -> T) -> T {
         let _ = self.device.sync();
-        let counter = LaunchCounter::start(&self.device);
+        let counter = LaunchCounter::start_timed(&self.device);
+        let t0 = Instant::now();
         let out = work();
         let _ = self.device.sync();
+        let wall_s = t0.elapsed().as_secs_f64();
         if let Some(c) = counter {
             self.phases.push(Phase {
                 name: phase.name(),
                 launches: c.launched(),
                 by_kernel: c.by_kernel(),
                 sequence: c.sequence(),
+                wall_s,
+                times: c.kernel_times(),
             });
         }
         out

@@ -38,7 +38,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use crate::Out;
-use crate::phases::step_phases;
+use crate::phases::{Phase, step_phases};
 
 /// Dense peaks in TFLOP/s (no sparsity) of known GPUs: (name fragment, bf16/f16 tensor cores,
 /// TF32 tensor cores, f32 without them). The first fragment the device's name contains wins.
@@ -339,6 +339,19 @@ pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
                 p.launches,
                 top(&p.by_kernel, 4)
             );
+            say!(out, "{:>35}{}", "", device_time_line(p));
+        }
+        let step_ms = 1e3 * secs / spec.steps as f64;
+        let busy_ms = device_busy_ms(phases.as_deref());
+        if let Some(busy) = busy_ms {
+            // Timing a launch costs the host a round trip, so the phases' own wall times
+            // overstate the device's idling; the timed steps' length is the fair comparison.
+            say!(
+                out,
+                "       the device was busy {busy:.1} ms of that step's kernels, {:.0} % of a timed step ({step_ms:.1} ms): {}",
+                100.0 * busy / step_ms,
+                bound(busy / step_ms)
+            );
         }
         rows.push(json!({
             "rank": rank, "adapter_params": adapter as u64, "tokens_per_s": tokens / secs,
@@ -346,10 +359,8 @@ pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
             "peak_memory_bytes": if mem.is_finite() { json!(mem) } else { json!(null) },
             "memory_kind": mem_kind, "planned_peak_bytes": need,
             "kernel_launches_per_step": launches,
-            "kernel_launches_by_phase": phases.iter().flatten().map(|p| json!({
-                "phase": p.name, "launches": p.launches, "by_kernel": kernels_json(&p.by_kernel),
-                "sequence": p.sequence,
-            })).collect::<Vec<_>>(),
+            "kernel_launches_by_phase": phases.iter().flatten().map(phase_json).collect::<Vec<_>>(),
+            "device_busy_ms_per_step": busy_ms,
             "kernel_launches_per_step_by_kernel": kernels_json(&by_kernel),
             "host_reads_per_step": reads,
             "model_built_s": built,
@@ -398,6 +409,78 @@ fn top<N: std::fmt::Display>(tally: &[(String, N)], n: usize) -> String {
         .map(|(k, c)| format!("{k} {c:.1}"))
         .collect();
     top.join(", ")
+}
+
+/// Where one phase's device time went: `device 118.0 of 130.2 ms (91 % busy): MatmulEntry 80.1
+/// ms, …` (kernel lengths summed where the windows have no place on the timeline; "host-timed"
+/// where the backend could not stamp them on the device).
+fn device_time_line(p: &Phase) -> String {
+    let t = &p.times;
+    let ms = |s: f64| 1e3 * s;
+    let busy = match t.busy_seconds() {
+        Some(b) => format!(
+            "device {:.1} of {:.1} ms ({:.0} % busy)",
+            ms(b),
+            ms(p.wall_s),
+            100.0 * b / p.wall_s.max(1e-12)
+        ),
+        None => format!(
+            "kernels {:.1} ms of {:.1} ms",
+            ms(t.kernel_seconds()),
+            ms(p.wall_s)
+        ),
+    };
+    let clock = if t.device_clock { "" } else { ", host-timed" };
+    let kernels: Vec<String> = t
+        .by_kernel()
+        .iter()
+        .take(4)
+        .map(|k| format!("{} {:.1} ms", k.kernel, ms(k.seconds)))
+        .collect();
+    format!("{busy}{clock}: {}", kernels.join(", "))
+}
+
+/// What bounds a step whose device was busy `busy` of its time (a fraction).
+fn bound(busy: f64) -> &'static str {
+    if busy >= 0.8 {
+        "the kernels bound the step"
+    } else if busy < 0.5 {
+        "the host bounds the step (the device waits for launches)"
+    } else {
+        "the host and the kernels both bound the step"
+    }
+}
+
+/// The device's busy time over all of one step's phases (ms), where every phase's launches
+/// have a place on the device's timeline.
+fn device_busy_ms(phases: Option<&[Phase]>) -> Option<f64> {
+    phases?
+        .iter()
+        .map(|p| p.times.busy_seconds().map(|s| 1e3 * s))
+        .sum()
+}
+
+/// One phase's launches and device time as JSON: by kernel, by time, and each launch's start
+/// and length (µs, launch order, beside `sequence`'s names).
+fn phase_json(p: &Phase) -> Value {
+    let t = &p.times;
+    let us = |s: f64| (1e6 * s).round();
+    json!({
+        "phase": p.name, "launches": p.launches, "by_kernel": kernels_json(&p.by_kernel),
+        "sequence": p.sequence,
+        "wall_ms": 1e3 * p.wall_s,
+        "device_busy_ms": t.busy_seconds().map(|s| 1e3 * s),
+        "device_span_ms": t.span_seconds().map(|s| 1e3 * s),
+        "kernel_ms": 1e3 * t.kernel_seconds(),
+        "device_clock": t.device_clock,
+        "untimed_launches": t.untimed,
+        "by_time": t.by_kernel().iter().map(|k| json!({
+            "kernel": k.kernel, "launches": k.launches, "ms": 1e3 * k.seconds,
+        })).collect::<Vec<_>>(),
+        "timed_sequence": t.launches.iter().map(|l| &l.kernel).collect::<Vec<_>>(),
+        "launch_start_us": t.launches.iter().map(|l| l.start_s.map(us)).collect::<Vec<_>>(),
+        "launch_us": t.launches.iter().map(|l| us(l.seconds)).collect::<Vec<_>>(),
+    })
 }
 
 /// `tally` as `[{"kernel", "launches"}]`.

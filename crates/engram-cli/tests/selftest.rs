@@ -37,6 +37,21 @@ fn selftest_with(backend: &str, mut engram: Command) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap()
 }
 
+/// `bench train` on the tiny fixture's architecture with random weights, 2 × 24-token examples
+/// (6 labels).
+const TINY_TRAIN: &[&str] = &[
+    "train",
+    "--architecture",
+    "tests/fixtures/tiny-f32/config.json",
+    "--random-weights",
+    "--batch",
+    "2",
+    "--seq-len",
+    "24",
+    "--label-len",
+    "6",
+];
+
 /// Runs `engram bench ARGS --json FILE`, asserts that it succeeds, and returns the JSON.
 fn bench_json(args: &[&str]) -> serde_json::Value {
     let json = tempfile::NamedTempFile::new().unwrap();
@@ -143,26 +158,71 @@ fn selftest_passes_on_wgpu() {
     assert!(half <= 3e-2);
 }
 
+/// `bench train` on wgpu counts one more step's launches by phase and times each on the device
+/// (llvmpipe stamps Vulkan timestamp queries): per phase the timed launches are the launches
+/// counted, in the same order, their by-kernel times add up to the phase's kernel time, and the
+/// device was busy no longer than the phase's wall time.
+#[cfg(feature = "wgpu")]
+#[test]
+fn bench_train_on_wgpu_times_one_steps_kernels_by_phase() {
+    let v = bench_json(
+        &[
+            TINY_TRAIN,
+            &[
+                "--backend",
+                "wgpu",
+                "--ranks",
+                "4",
+                "--steps",
+                "2",
+                "--warmup-steps",
+                "1",
+            ],
+        ]
+        .concat(),
+    );
+    let row = &v["rows"][0];
+    let phases = row["kernel_launches_by_phase"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["forward", "backward", "clip", "adamw"]);
+    let mut busy_sum = 0.0;
+    for p in phases {
+        let f = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("{k} in {p}"));
+        let launches = p["launches"].as_u64().unwrap();
+        assert_eq!(p["device_clock"], true, "{p}");
+        assert_eq!(p["untimed_launches"], 0, "{p}");
+        assert_eq!(p["timed_sequence"], p["sequence"], "{p}");
+        assert_eq!(p["launch_us"].as_array().unwrap().len() as u64, launches);
+        let by_time: f64 = p["by_time"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["ms"].as_f64().unwrap())
+            .sum();
+        assert!(
+            (by_time - f("kernel_ms")).abs() <= 1e-6 * f("kernel_ms"),
+            "{p}"
+        );
+        let (busy, span, wall) = (f("device_busy_ms"), f("device_span_ms"), f("wall_ms"));
+        assert!(busy > 0.0 && busy <= span + 1e-6 && span <= wall, "{p}");
+        busy_sum += busy;
+    }
+    let per_step = row["device_busy_ms_per_step"].as_f64().unwrap();
+    assert!((per_step - busy_sum).abs() < 1e-6, "{row}");
+}
+
 #[test]
 fn random_weight_benchmarks_run_any_architecture() {
-    let v = bench_json(&[
-        "train",
-        "--architecture",
-        "tests/fixtures/tiny-f32/config.json",
-        "--random-weights",
-        "--ranks",
-        "4,16",
-        "--batch",
-        "2",
-        "--seq-len",
-        "24",
-        "--label-len",
-        "6",
-        "--steps",
-        "3",
-        "--peak-tflops",
-        "1",
-    ]);
+    let v = bench_json(
+        &[
+            TINY_TRAIN,
+            &["--ranks", "4,16", "--steps", "3", "--peak-tflops", "1"],
+        ]
+        .concat(),
+    );
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for r in rows {

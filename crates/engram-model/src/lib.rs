@@ -44,7 +44,9 @@ pub use engram_ops::device::{
 };
 #[doc(hidden)]
 pub use engram_ops::testing;
-pub use engram_ops::{LaunchCounter, cpu_matmul, device, kernel_cache, launches, mask, selfcheck};
+pub use engram_ops::{
+    KernelTimes, LaunchCounter, cpu_matmul, device, kernel_cache, launches, mask, selfcheck,
+};
 pub use error::{ModelError, Result};
 pub use generate::{
     Generation, GenerationConfig, forced_logprobs, generate, generate_after_prefix,

@@ -32,6 +32,7 @@ mod error;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod flat_gather;
 pub mod kernel_cache;
+pub mod kernel_times;
 pub mod launches;
 #[doc(hidden)]
 pub mod length_cache;
@@ -49,4 +50,5 @@ pub use device::{
     device_label, device_memory, device_name, is_cpu, open_device,
 };
 pub use error::DeviceError;
+pub use kernel_times::{KernelTime, KernelTimes, TimedLaunch};
 pub use launches::LaunchCounter;
