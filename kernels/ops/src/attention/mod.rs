@@ -69,7 +69,9 @@ impl Dims {
     }
 }
 
-/// The forward pieces: `(o, P)` with `P` the f32 probabilities `[b, heads, t, s]`.
+/// The forward pieces: `(o, P, P')` with `P` the f32 probabilities `[b, heads, t, s]` and `P'`
+/// them cast to the input dtype as the values' product read them (`[b, kv, groups · t, s]`;
+/// for f32, a view of `P`).
 fn forward_parts<B: Backend>(
     q: FloatTensor<B>,
     k: FloatTensor<B>,
@@ -77,7 +79,7 @@ fn forward_parts<B: Backend>(
     mask: BoolTensor<B>,
     heads: usize,
     scale: f64,
-) -> (FloatTensor<B>, FloatTensor<B>) {
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
     let dims = Dims::of::<B>(&q, &k, heads);
     let dtype = FloatDType::from(q.dtype());
     let scores = B::float_matmul(q, B::float_swap_dims(k, 2, 3));
@@ -86,7 +88,7 @@ fn forward_parts<B: Backend>(
     let scores = B::float_mask_fill(scores, mask, (f32::MIN as f64).into());
     let probs = softmax_composed::<B>(scores, 3);
     let grouped = B::float_reshape(B::float_cast(probs.clone(), dtype), dims.grouped());
-    (B::float_matmul(grouped, v), probs)
+    (B::float_matmul(grouped.clone(), v), probs, grouped)
 }
 
 /// Burn's default `softmax` (max, shift, exp, sum, division), op for op: what autodiff runs for
@@ -209,12 +211,16 @@ impl AttentionCoreOp for burn::backend::Flex {}
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl AttentionCoreOp for burn::backend::Cube {}
 
-/// The backward's state: q, k, v, the f32 probabilities, the mask, the head count and the scale.
+/// The backward's state: q, k, v, the probabilities (f32, and as the values' product read them:
+/// cast to the input dtype, grouped), the mask, the head count and the scale. Keeping the cast
+/// probabilities costs their size in the input dtype (nothing more in f32, where they are a
+/// view) and saves the backward a cast kernel; autograd keeps both too (softmax's f32 output,
+/// and the cast that the values' matmul saved).
 type State<B> = (
     FloatTensor<B>,
     FloatTensor<B>,
     FloatTensor<B>,
-    FloatTensor<B>,
+    (FloatTensor<B>, FloatTensor<B>),
     BoolTensor<B>,
     usize,
     f64,
@@ -245,13 +251,10 @@ fn core_gradients<B: Backend>(
     d_out: FloatTensor<B>,
     need: [bool; 3],
 ) -> [Option<FloatTensor<B>>; 3] {
-    let (q, k, v, probs, mask, heads, scale) = state;
+    let (q, k, v, (probs, grouped), mask, heads, scale) = state;
     let dims = Dims::of::<B>(&q, &k, heads);
     let dtype = FloatDType::from(q.dtype());
-    let dv = need[2].then(|| {
-        let grouped = B::float_reshape(B::float_cast(probs.clone(), dtype), dims.grouped());
-        B::float_matmul(B::float_swap_dims(grouped, 2, 3), d_out.clone())
-    });
+    let dv = need[2].then(|| B::float_matmul(B::float_swap_dims(grouped, 2, 3), d_out.clone()));
     if !need[0] && !need[1] {
         return [None, None, dv];
     }
@@ -366,9 +369,9 @@ impl<B: AttentionCoreOp, C: CheckpointStrategy> AttentionCoreOp for Autodiff<B, 
             [q, k, v],
             mask,
             |[q, k, v], mask| {
-                let (out, probs) =
+                let (out, probs, grouped) =
                     forward_parts::<B>(q.clone(), k.clone(), v.clone(), mask.clone(), heads, scale);
-                ((q, k, v, probs, mask, heads, scale), out)
+                ((q, k, v, (probs, grouped), mask, heads, scale), out)
             },
             |[q, k, v], mask| forward_parts::<B>(q, k, v, mask, heads, scale).0,
         )
@@ -454,9 +457,12 @@ where
         (cos, sin, mask),
         |inputs, (cos, sin, mask)| {
             let (q, k, v) = first(inputs, cos.clone(), sin.clone());
-            let (out, probs) =
+            let (out, probs, grouped) =
                 forward_parts::<B>(q.clone(), k.clone(), v.clone(), mask.clone(), heads, scale);
-            (((q, k, v, probs, mask, heads, scale), cos, sin), out)
+            (
+                ((q, k, v, (probs, grouped), mask, heads, scale), cos, sin),
+                out,
+            )
         },
         |inputs, (cos, sin, mask)| eager(inputs, cos, sin, mask),
     )
@@ -702,6 +708,12 @@ mod tests {
         let named = |part: &str| crate::launches::launched_named(&mixed, part);
         assert_eq!(named("RopeQkv"), 2, "f16 base, f32 products: {mixed:?}");
         assert_eq!(total(&mixed), total(&same), "{mixed:?}\n{same:?}");
+        // The backward reads the half probabilities the forward's values product read (kept in
+        // the node's state) rather than casting the f32 ones again: no cast kernel of its own.
+        for launches in [&same, &mixed] {
+            let casts = crate::launches::launched_named(launches, "CastElement");
+            assert_eq!(casts, 0, "{launches:?}");
+        }
     }
 
     #[test]
