@@ -86,10 +86,17 @@ impl LoraAdapter {
         self.lora_a.shape().dims::<2>()[1]
     }
 
-    /// `s · B(A(dropout(x)))`, in `x`'s dtype, computed in [`LoraAdapter::compute`].
+    /// `s · B(A(dropout(x)))` alone, computed in [`LoraAdapter::compute`] and returned in `x`'s
+    /// dtype (rounded to it: to add it to a base output as PEFT does, use
+    /// [`LoraAdapter::add_to`]).
     pub fn delta<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let dtype = x.dtype();
-        self.delta_prepared(self.prepare(x), dtype)
+        let y = self.product(self.prepare(x)).mul_scalar(self.scaling);
+        if dtype == self.compute {
+            y
+        } else {
+            y.cast(dtype)
+        }
     }
 
     /// The input as this adapter's matmuls read it: cast to [`LoraAdapter::compute`], dropout
@@ -126,18 +133,6 @@ impl LoraAdapter {
             && self.dropout.training.is_enabled() == other.dropout.training.is_enabled()
     }
 
-    /// `s · B(A(xp))` for an input `xp` from [`LoraAdapter::prepare`] (this adapter's, or one
-    /// that [prepares like](LoraAdapter::prepares_like) it), returned in `dtype` (rounded to it:
-    /// to add it to a base output as PEFT does, use [`LoraAdapter::add_to`]).
-    pub fn delta_prepared<const D: usize>(&self, xp: Tensor<D>, dtype: DType) -> Tensor<D> {
-        let y = self.product(xp).mul_scalar(self.scaling);
-        if dtype == self.compute {
-            y
-        } else {
-            y.cast(dtype)
-        }
-    }
-
     /// `y + s · B(A(xp))`, in `y`'s dtype, for an input `xp` from [`LoraAdapter::prepare`], added
     /// in PEFT's order (`engram_ops::delta`): with f32 compute on a half-precision `y`, the sum is
     /// formed in f32 and rounded once, as torch's promotion in PEFT's `Linear.forward` does.
@@ -146,8 +141,8 @@ impl LoraAdapter {
     }
 
     /// `B(A(xp))`, unscaled, in [`LoraAdapter::compute`], for an input `xp` from
-    /// [`LoraAdapter::prepare`]: [`LoraAdapter::delta_prepared`] before its scale and cast, for
-    /// ops that scale (and cast) it themselves.
+    /// [`LoraAdapter::prepare`]: [`LoraAdapter::delta`]'s product before its scale and cast, for ops
+    /// that scale (and cast) it themselves.
     pub fn product<const D: usize>(&self, xp: Tensor<D>) -> Tensor<D> {
         let compute = self.compute;
         let factor = |p: &Param<Tensor<2>>| {
