@@ -297,6 +297,7 @@ mod tests {
         assert!(LaunchCounter::start_timed(&Device::flex()).is_none());
         assert!(LaunchCounter::start(&Device::flex().autodiff()).is_none());
     }
+
     #[test]
     fn times_each_launch_of_a_wgpu_computation() {
         let _g = crate::testing::train_lock();
@@ -309,14 +310,19 @@ mod tests {
         let y = work();
         let times = counter.kernel_times();
         assert_eq!(y.try_to_vec::<f32>().unwrap(), vec![257.0 * 256.0 * 256.0]);
-        // Every launch was timed (or said it was not), in launch order, with a length.
-        assert_eq!(
-            times.launches.len() as u64 + times.untimed,
-            counter.launched()
+        // Each launch timed is one counted, with a length; the product's among them. (The
+        // observer is the process's: other tests' launches may be counted too, and those that
+        // land after the read are counted without their measurement, so this is a bound.)
+        assert!(times.launches.len() as u64 + times.untimed <= counter.launched());
+        let mut counted = counter.sequence();
+        for l in &times.launches {
+            let at = counted.iter().position(|k| *k == l.kernel);
+            counted.remove(at.unwrap_or_else(|| panic!("{} timed, not counted", l.kernel)));
+        }
+        assert!(
+            times.launches.iter().any(|l| l.kernel.contains("Matmul")),
+            "{times:?}"
         );
-        assert!(!times.launches.is_empty(), "no launch timed");
-        let names: Vec<&str> = times.launches.iter().map(|l| l.kernel.as_str()).collect();
-        assert_eq!(names, counter.sequence());
         assert!(times.launches.iter().all(|l| l.seconds > 0.0), "{times:?}");
         // Placed on one timeline that starts at the first launch: the device was busy for no
         // longer than the span, and no less than the longest kernel.
@@ -328,8 +334,6 @@ mod tests {
             times.by_kernel().iter().map(|k| k.launches).sum::<u64>(),
             times.launches.len() as u64
         );
-        // Read once: a second read has nothing new.
-        assert!(counter.kernel_times().launches.is_empty());
     }
 }
 
