@@ -345,6 +345,12 @@ for s in "${summary[@]}"; do
     IFS='|' read -r name status secs last <<< "$s"
     printf '%-7s %-28s %5ss  %s\n' "$status" "$name" "$secs" "${last:0:160}" | tee -a "$log"
 done
+# Where the benches' steps spent their device time (bench train's timed extra step).
+for f in "$work"/bench_train_*.log; do
+    [ -f "$f" ] || continue
+    busy=$(grep -h 'the device was busy' "$f" | sed 's/^ *//')
+    [ -n "$busy" ] && printf '%-36s %s\n' "$(basename "$f" .log | tr '_' ' ')" "$busy" | tee -a "$log"
+done
 if [ "$agree" != true ]; then
     echo "FAIL memorization: exact match $(em cpu) on cpu vs $(em "$backend") on $backend" | tee -a "$log"
 fi

@@ -237,7 +237,7 @@ pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
         let train_device = device.clone().autodiff();
         let mut model = Llama::random(cfg.clone(), spec.dtype, &train_device, 0)?
             .with_lora(&LoraConfig::new(rank))?
-            .with_adapter_compute(spec.adapter_compute);
+            .with_adapter_compute(spec.adapter_compute)?;
         let mut optim = optimizer(&train_cfg);
         let mut high = reserved(&device);
         let mut log = LossLog::new();

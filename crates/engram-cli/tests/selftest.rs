@@ -212,6 +212,22 @@ fn bench_train_on_wgpu_times_one_steps_kernels_by_phase() {
     }
     let per_step = row["device_busy_ms_per_step"].as_f64().unwrap();
     assert!((per_step - busy_sum).abs() < 1e-6, "{row}");
+
+    // WGSL has no bf16: bf16 weights and bf16 adapter products are named errors (the latter
+    // used to panic in CubeCL's device thread and time a step of nothing).
+    let wgpu_f16 = [
+        TINY_TRAIN,
+        &["--backend", "wgpu", "--ranks", "4", "--steps", "1"],
+    ]
+    .concat();
+    let out = failing(&[&["bench"], &wgpu_f16[..], &["--adapter-compute", "bf16"]].concat());
+    assert!(
+        out.contains("cannot run the adapters' matmuls in bf16 (adapter_compute"),
+        "{out}"
+    );
+    assert!(!out.contains("panicked"), "{out}");
+    let out = failing(&[&["bench"], &wgpu_f16[..], &["--dtype", "bf16"]].concat());
+    assert!(out.contains("does not support bf16 weights"), "{out}");
 }
 
 #[test]

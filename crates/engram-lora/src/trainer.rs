@@ -227,7 +227,7 @@ impl Trainer<'_> {
                 None,
             ),
         };
-        let model = model.with_adapter_compute(self.train.adapter_compute.dtype());
+        let model = model.with_adapter_compute(self.train.adapter_compute.dtype())?;
         let record = TrainRecord {
             status: "running".into(),
             error: None,

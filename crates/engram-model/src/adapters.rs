@@ -5,7 +5,7 @@
 use burn::module::{Module, Param};
 use burn::tensor::{DType, Tensor};
 
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 use crate::linear::{Joined, Linear};
 use crate::llama::Llama;
 use crate::lora::{LoraAdapter, LoraConfig, LoraTarget};
@@ -65,8 +65,16 @@ impl Llama {
     }
 
     /// Runs every attached adapter's matmuls in `dtype` (f32 or bf16; see
-    /// [`LoraAdapter::compute`]); the factors stay f32.
-    pub fn with_adapter_compute(mut self, dtype: DType) -> Self {
+    /// [`LoraAdapter::compute`]); the factors stay f32. A dtype the model's device cannot
+    /// compute in (bf16 on wgpu, whose WGSL has none) is a named error.
+    pub fn with_adapter_compute(mut self, dtype: DType) -> Result<Self> {
+        let device = self.device();
+        if dtype != DType::F32 && !device.supports_dtype(dtype) {
+            return Err(ModelError::UnsupportedAdapterCompute {
+                dtype: format!("{dtype:?}").to_lowercase(),
+                device: crate::device::describe(&device),
+            });
+        }
         for layer in 0..self.layers.len() {
             for t in LoraTarget::ALL {
                 if let Some(a) = &mut self.linear_mut(layer, t).lora {
@@ -74,7 +82,7 @@ impl Llama {
                 }
             }
         }
-        self
+        Ok(self)
     }
 
     /// Removes every adapter.

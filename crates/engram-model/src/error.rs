@@ -57,6 +57,16 @@ pub enum ModelError {
         /// The device.
         device: String,
     },
+    /// The device cannot run the adapters' matmuls in this dtype (`adapter_compute`).
+    #[error(
+        "the device {device} cannot run the adapters' matmuls in {dtype} (adapter_compute = \"{dtype}\"): use f32 there"
+    )]
+    UnsupportedAdapterCompute {
+        /// The dtype asked for.
+        dtype: String,
+        /// The device.
+        device: String,
+    },
     /// A backend that does not exist in this build or cannot start here.
     #[error(transparent)]
     Device(#[from] engram_ops::DeviceError),

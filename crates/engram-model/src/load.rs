@@ -265,7 +265,7 @@ impl Llama {
         if !device.supports_dtype(dtype.dtype()) {
             return Err(ModelError::UnsupportedDtype {
                 dtype: format!("{dtype:?}").to_lowercase(),
-                device: format!("{device:?}"),
+                device: crate::device::describe(device),
             });
         }
         let l = Loader {

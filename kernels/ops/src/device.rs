@@ -332,6 +332,15 @@ pub fn device_label(device: &Device, backend: &str) -> String {
     }
 }
 
+/// The device for an error message: the CPU backend's `cpu`, else the name the device gives
+/// itself (`NVIDIA H200`, `llvmpipe (LLVM 15.0.6, 256 bits)`).
+pub fn describe(device: &Device) -> String {
+    if is_cpu(device) {
+        return "cpu".into();
+    }
+    device_name(device).unwrap_or_else(|| "of this backend".into())
+}
+
 /// The name the device gives itself (`NVIDIA H200`, `llvmpipe (LLVM 15.0.6, 256 bits)`), where
 /// the backend reports one.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
