@@ -17,8 +17,9 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, binary};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, FloatDType, TensorMetadata, backend_extension};
-use burn::tensor::{DType, Tensor};
+use burn::tensor::Tensor;
 
+use crate::cast::cast_to;
 use crate::seam::autodiff_node;
 
 /// `part + scale · delta` in PEFT's order (see the module docs), in `part`'s dtype.
@@ -32,19 +33,21 @@ pub fn add_delta<B: Backend>(
     if delta.dtype() == dtype {
         return B::float_add(part, delta);
     }
-    let f32 = |t: FloatTensor<B>| {
-        if t.dtype() == DType::F32 {
-            t
-        } else {
-            B::float_cast(t, FloatDType::F32)
-        }
-    };
+    let f32 = |t| cast_to::<B>(t, FloatDType::F32);
     let sum = B::float_add(f32(part), f32(delta));
-    if dtype == DType::F32 {
-        sum
-    } else {
-        B::float_cast(sum, FloatDType::from(dtype))
-    }
+    cast_to::<B>(sum, FloatDType::from(dtype))
+}
+
+/// The gradient a delta gets through [`add_delta`] from the sum's gradient `d`: `d` cast to the
+/// delta's dtype, then scaled — autograd's through PEFT's sum (the cast's backward, then the
+/// scale's). The nodes that add deltas inside them ([`DeltaOp`], SwiGLU's, attention's) hand it
+/// to their products.
+pub(crate) fn delta_gradient<B: Backend>(
+    d: FloatTensor<B>,
+    delta_dtype: FloatDType,
+    scale: f64,
+) -> FloatTensor<B> {
+    B::float_mul_scalar(cast_to::<B>(d, delta_dtype), scale.into())
 }
 
 /// [`add_delta`] as one backend operation. On the autodiff backend it is one node, whose
@@ -85,14 +88,7 @@ impl<B: Backend> Backward<B, 2> for AddDeltaBackward {
             ops.node,
             grads,
             |d| d,
-            |d| {
-                let d = if FloatDType::from(d.dtype()) == delta_dtype {
-                    d
-                } else {
-                    B::float_cast(d, delta_dtype)
-                };
-                B::float_mul_scalar(d, self.scale.into())
-            },
+            |d| delta_gradient::<B>(d, delta_dtype, self.scale),
         );
     }
 }

@@ -21,6 +21,7 @@
 mod seam;
 
 pub mod attention;
+mod cast;
 mod cpu;
 pub mod cpu_matmul;
 pub mod cross_entropy;

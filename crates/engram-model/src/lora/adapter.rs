@@ -91,31 +91,22 @@ impl LoraAdapter {
     /// [`LoraAdapter::add_to`]).
     pub fn delta<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let dtype = x.dtype();
-        let y = self.product(self.prepare(x)).mul_scalar(self.scaling);
-        if dtype == self.compute {
-            y
-        } else {
-            y.cast(dtype)
-        }
+        self.product(self.prepare(x))
+            .mul_scalar(self.scaling)
+            .cast(dtype)
     }
 
     /// The input as this adapter's matmuls read it: cast to [`LoraAdapter::compute`], dropout
     /// applied (while training on an autodiff device).
     pub fn prepare<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        // `Tensor::cast` returns an input already in the dtype as it is.
         let compute = self.compute;
-        let cast = |x: Tensor<D>| {
-            if x.dtype() == compute {
-                x
-            } else {
-                x.cast(compute)
-            }
-        };
         if host_dropout_applies(&self.dropout, &x) {
-            host_dropout(cast(x), self.dropout.prob)
+            host_dropout(x.cast(compute), self.dropout.prob)
         } else if let Some(dropped) = pooled_dropout(&self.dropout, &x, compute) {
             dropped
         } else {
-            self.dropout.forward(cast(x))
+            self.dropout.forward(x.cast(compute))
         }
     }
 
@@ -144,15 +135,7 @@ impl LoraAdapter {
     /// [`LoraAdapter::prepare`]: [`LoraAdapter::delta`]'s product before its scale and cast, for ops
     /// that scale (and cast) it themselves.
     pub fn product<const D: usize>(&self, xp: Tensor<D>) -> Tensor<D> {
-        let compute = self.compute;
-        let factor = |p: &Param<Tensor<2>>| {
-            let t = p.val();
-            if compute == DType::F32 {
-                t
-            } else {
-                t.cast(compute)
-            }
-        };
+        let factor = |p: &Param<Tensor<2>>| p.val().cast(self.compute);
         let h = burn::tensor::module::linear(xp, factor(&self.lora_a), None);
         burn::tensor::module::linear(h, factor(&self.lora_b), None)
     }

@@ -100,12 +100,7 @@ pub(crate) fn pooled_dropout<const D: usize>(
     // `x` is cast after the mask's slice is taken: a slice does not fuse, so a cast before it
     // was a kernel of its own on the GPU backends; after it, the cast, the product and the
     // scale are one.
-    let x = if x.dtype() == dtype {
-        x.clone()
-    } else {
-        x.clone().cast(dtype)
-    };
-    Some((x * mask) * (1.0 / keep))
+    Some((x.clone().cast(dtype) * mask) * (1.0 / keep))
 }
 
 /// Whether [`host_dropout`] replaces Burn's `Dropout` for `x`: training (autodiff) on the CPU

@@ -155,11 +155,7 @@ impl<B: Backend + LabelNllOp> Backward<B, 1> for LabelNllBackward {
         let (logp, targets, normalizer, dtype) = ops.state;
         unary::<B, _>(ops.parents, ops.node, grads, |g| {
             let d = B::label_nll_backward(logp, targets, g, normalizer);
-            if FloatDType::from(d.dtype()) == dtype {
-                d
-            } else {
-                B::float_cast(d, dtype)
-            }
+            crate::cast::cast_to::<B>(d, dtype)
         });
     }
 }

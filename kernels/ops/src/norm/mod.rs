@@ -48,11 +48,7 @@ fn row_vector<B: Backend>(w: FloatTensor<B>, dtype: DType, rank: usize) -> Float
     let hidden = w.shape().num_elements();
     let mut dims = vec![1; rank];
     dims[rank - 1] = hidden;
-    let w = if w.dtype() == dtype {
-        w
-    } else {
-        B::float_cast(w, float_dtype(dtype))
-    };
+    let w = crate::cast::cast_to::<B>(w, float_dtype(dtype));
     B::float_reshape(w, Shape::from(dims))
 }
 

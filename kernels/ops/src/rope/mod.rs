@@ -188,14 +188,7 @@ fn joined_scaled<B: Backend>(
     FloatTensor<B>,
 ) {
     let joined = B::float_cat(vec![dq.clone(), dk.clone(), dv.clone()], 2);
-    let scaled = |g: FloatTensor<B>| {
-        let g = if g.dtype() == delta_dtype {
-            g
-        } else {
-            B::float_cast(g, FloatDType::from(delta_dtype))
-        };
-        B::float_mul_scalar(g, scale.into())
-    };
+    let scaled = |g| crate::delta::delta_gradient::<B>(g, FloatDType::from(delta_dtype), scale);
     (scaled(dq), scaled(dk), scaled(dv), joined)
 }
 

@@ -59,11 +59,7 @@ fn inputs<B: Backend>(
         slices[rank - 1] = Slice::from(from..from + i);
         let half = B::float_slice(base.clone(), &slices);
         let sum = crate::delta::add_delta::<B>(half, delta, scale);
-        if sum.dtype() == dtype {
-            sum
-        } else {
-            B::float_cast(sum, FloatDType::from(dtype))
-        }
+        crate::cast::cast_to::<B>(sum, FloatDType::from(dtype))
     };
     (add(0, g), add(i, u))
 }
@@ -101,14 +97,7 @@ fn backward_composed<B: Backend>(
         B::sigmoid_backward(sig, B::float_mul(ds, g)),
     );
     let d_base = B::float_cat(vec![dg.clone(), du.clone()], last);
-    let product = |d: FloatTensor<B>| {
-        let d = if FloatDType::from(d.dtype()) == product_dtype {
-            d
-        } else {
-            B::float_cast(d, product_dtype)
-        };
-        B::float_mul_scalar(d, scale.into())
-    };
+    let product = |d| crate::delta::delta_gradient::<B>(d, product_dtype, scale);
     (d_base, product(dg), product(du))
 }
 
