@@ -3,27 +3,33 @@
 # checkout plus the CUDA bundle (scripts/build-cuda.sh), inside one deadline. Steps, most
 # valuable first, each with a time limit of its own (a hang or a slow compile cannot eat the
 # rest; a step that no longer fits before the deadline is skipped and named):
-#   1. engram selftest --backend cuda, cold, once per kernel compiler (--compilers, default llvm;
-#      llvm,nvrtc compares the two: CUBECL_CUDA_COMPILER; NVRTC is looked for on the machine — a
-#      CUDA toolkit, or the nvidia-cuda-nvrtc wheel beside torch — and skipped, named, where there
-#      is none); each compiler gets an empty kernel cache of its own and 200 s (on an H200 the
-#      LLVM one took 152 s, before the selftest checked RoPE and attention in bf16 too; NVRTC
-#      compiled 2.5 times slower). The faster one that passed runs the rest.
+#   1. engram selftest --backend cuda, cold, with the first kernel compiler of --compilers
+#      (default llvm: CUBECL_CUDA_COMPILER), an empty kernel cache and 200 s (on an H200 the LLVM
+#      one took 152 s, before the selftest checked RoPE and attention in bf16 too)
 #   2. the same again, warm                    (the cache from step 1: the warm start)
-#   3. the tiny memorization run on the backend and on the CPU (their exact match must agree), and
-#      the backend's adapter loaded by PEFT (peft_check_adapter.py beside --peft-script)
+#   3. engram bench matmul                     (each matrix product of the 8B step, timed on the
+#                                               device, beside torch's on the same shapes when
+#                                               --peft-python is given; skinny products also
+#                                               split along k)
 #   4. PEFT on the same random model and ranks (--peft-script, default
 #                                               ../shared/peers/peft_random_bench.py, run by
 #                                               --peft-python; skipped without it)
 #   5. engram bench train at the first rank    (Llama-3.1-8B's architecture, random bf16 weights,
 #                                               batch 8 × 64, 16 labels: tok/s, MFU, memory, the
-#                                               first step's seconds and kernels compiled)
+#                                               first step's seconds and kernels compiled, where
+#                                               the step's device time goes)
 #   6. engram bench train at the first rank again, in a new process (the warm first step)
-#   7. engram bench train at the other ranks, and at the first with bf16 adapter products
-#   8. engram bench generate at batch 1 and 16
-#   9. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
+#   7. the tiny memorization run on the backend and on the CPU (their exact match must agree), and
+#      the backend's adapter loaded by PEFT (peft_check_adapter.py beside --peft-script)
+#   8. engram bench matmul with each other compiler of --compilers (llvm,nvrtc compares the two:
+#      an empty cache each, so its compile speed, and its kernels' speed on the same products;
+#      NVRTC is looked for on the machine — a CUDA toolkit, or the nvidia-cuda-nvrtc wheel beside
+#      torch — and skipped, named, where there is none)
+#   9. engram bench train at the other ranks, and at the first with bf16 adapter products
+#  10. engram bench generate at batch 1 and 16
+#  11. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
 #                                               f32's tolerances; its own autotune results)
-#  10. engram selftest --backend wgpu          (where a Vulkan driver is present; --vulkan-deb
+#  12. engram selftest --backend wgpu          (where a Vulkan driver is present; --vulkan-deb
 #                                               DEB: Debian's libvulkan1 package, unpacked when
 #                                               the machine has no libvulkan.so.1)
 # Everything goes under --out DIR, as it is produced: gpu-check.json (every step's figures,
@@ -72,7 +78,7 @@ while [ $# -gt 0 ]; do
         --kernel-cache) kcache="$2"; shift 2 ;;
         --compilers) compilers="$2"; shift 2 ;;
         --vulkan-deb) vulkan_deb="$2"; shift 2 ;;
-        -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
         *) echo "gpu-check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -199,52 +205,59 @@ use_compiler() {
     fi
 }
 
-chosen=""
+# prepare_compiler NAME: makes NAME usable (for NVRTC: finds libnvrtc and its headers); fails,
+# with the step recorded as skipped under STEP_NAME, where it cannot be.
+prepare_compiler() {
+    local comp="$1" step_name="$2"
+    [ "$comp" = nvrtc ] || return 0
+    nvrtc_lib=$(find_nvrtc)
+    if [ -z "$nvrtc_lib" ]; then
+        steps+=("{\"name\": \"$step_name\", \"status\": \"skipped\", \"why\": \"no libnvrtc on this machine\"}")
+        summary+=("$step_name|skipped|0|no libnvrtc (CUDA toolkit or nvidia-cuda-nvrtc wheel) found")
+        write_json
+        return 1
+    fi
+    mkdir -p "$work/nvrtc-lib"
+    ln -sfn "$nvrtc_lib" "$work/nvrtc-lib/libnvrtc.so"
+    export LD_LIBRARY_PATH="$work/nvrtc-lib:$(dirname "$nvrtc_lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # The headers of NVRTC's own CUDA version where the machine has them beside it (a toolkit,
+    # or the wheels' include/), else the bundle's (CUDA 12.9); libdevice stays the bundle's (a
+    # CUDA_PATH without it would make the launcher replace it).
+    local inc
+    inc="$(cd "$(dirname "$nvrtc_lib")/.." && pwd)/include"
+    if [ -f "$inc/cuda_fp16.h" ]; then
+        mkdir -p "$work/cuda-nvrtc"
+        ln -sfn "$inc" "$work/cuda-nvrtc/include"
+        ln -sfn "$(cd "$(dirname "$engram")" && pwd)/nvvm" "$work/cuda-nvrtc/nvvm"
+        nvrtc_headers="$inc"
+    else
+        nvrtc_headers="bundle"
+    fi
+}
+
+# bench_matmul TAG LIMIT [ARGS...]: each matrix product of the step at the first rank, timed on
+# the device (with torch beside it where ARGS ask for the peer).
+first_rank="${ranks%%,*}"
+bench_matmul() {
+    local tag="$1" limit="$2"; shift 2
+    local file="$work/matmul$(echo "$tag" | tr ' ' '-').json"
+    step "bench matmul$tag" "$limit" "$file" \
+        "$engram" bench matmul --backend "$backend" --architecture "$arch" --dtype "$dtype" \
+        --rank "$first_rank" --batch 8 --seq-len 64 --label-len 16 --json "$file" "$@"
+}
+torch_peer=()
+[ -n "$peft_python" ] && torch_peer=(--peer-python "$peft_python" --peer-script tests/peers/torch_matmul_bench.py)
+
+IFS=',' read -ra comps <<< "$compilers"
+chosen="${comps[0]}"
 if [ "$backend" = cuda ]; then
-    IFS=',' read -ra comps <<< "$compilers"
-    best_s=999999 best_got=-1 best_got_comp=""
-    for comp in "${comps[@]}"; do
-        if [ "$comp" = nvrtc ]; then
-            nvrtc_lib=$(find_nvrtc)
-            if [ -z "$nvrtc_lib" ]; then
-                steps+=("{\"name\": \"selftest cuda nvrtc cold\", \"status\": \"skipped\", \"why\": \"no libnvrtc on this machine\"}")
-                summary+=("selftest cuda nvrtc cold|skipped|0|no libnvrtc (CUDA toolkit or nvidia-cuda-nvrtc wheel) found")
-                write_json
-                continue
-            fi
-            mkdir -p "$work/nvrtc-lib"
-            ln -sfn "$nvrtc_lib" "$work/nvrtc-lib/libnvrtc.so"
-            export LD_LIBRARY_PATH="$work/nvrtc-lib:$(dirname "$nvrtc_lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-            # The headers of NVRTC's own CUDA version where the machine has them beside it (a
-            # toolkit, or the wheels' include/), else the bundle's (CUDA 12.9); libdevice stays
-            # the bundle's (a CUDA_PATH without it would make the launcher replace it).
-            nvrtc_inc="$(cd "$(dirname "$nvrtc_lib")/.." && pwd)/include"
-            if [ -f "$nvrtc_inc/cuda_fp16.h" ]; then
-                mkdir -p "$work/cuda-nvrtc"
-                ln -sfn "$nvrtc_inc" "$work/cuda-nvrtc/include"
-                ln -sfn "$(cd "$(dirname "$engram")" && pwd)/nvvm" "$work/cuda-nvrtc/nvvm"
-                nvrtc_headers="$nvrtc_inc"
-            else
-                nvrtc_headers="bundle"
-            fi
-        fi
-        use_compiler "$comp"
-        t0=$(date +%s)
-        step "selftest cuda $comp cold" 200 "$work/selftest-$comp-cold.json" \
-            "$engram" selftest --backend cuda --json "$work/selftest-$comp-cold.json"
-        took=$(( $(date +%s) - t0 ))
-        if python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["passed"] else 1)' \
-                "$work/selftest-$comp-cold.json" 2>/dev/null \
-            && [ "$took" -lt "$best_s" ]; then
-            chosen="$comp"; best_s=$took
-        fi
-        # Killed at its limit: how far it got, to choose between two that did not finish.
-        got=$(kernels_seen "$work/selftest_cuda_${comp}_cold.log")
-        if [ "$got" -gt "$best_got" ]; then best_got_comp="$comp"; best_got=$got; fi
-    done
-    # Neither passed in time: the one that compiled the most kernels in its time runs the rest.
-    [ -n "$chosen" ] || chosen="${best_got_comp:-${comps[0]}}"
+    # The first compiler runs everything; the others, engram bench matmul (step 8).
+    if ! prepare_compiler "$chosen" "selftest cuda $chosen cold"; then
+        chosen=llvm
+    fi
     use_compiler "$chosen"
+    step "selftest cuda $chosen cold" 200 "$work/selftest-$chosen-cold.json" \
+        "$engram" selftest --backend cuda --json "$work/selftest-$chosen-cold.json"
     step "selftest cuda $chosen warm" 40 "$work/selftest-warm.json" \
         "$engram" selftest --backend cuda --json "$work/selftest-warm.json"
 else
@@ -256,7 +269,37 @@ else
     fi
 fi
 
-# Correct before fast: the tiny memorization run (its kernels mostly the selftest's, cached).
+# Which of the step's products are slow, beside torch's on the same shapes.
+matmul_tag=""; [ "$backend" = cuda ] && matmul_tag=" $chosen"
+bench_matmul "$matmul_tag" 100 "${torch_peer[@]}"
+
+# PEFT before engram's own training benches: it is quick and sure, and every ratio needs it.
+if [ -n "$peft_python" ]; then
+    if [ -f "$peft_script" ]; then
+        step "peft random bench" 100 "$work/peft.json" \
+            "$peft_python" "$peft_script" "$arch" --ranks "$ranks" --batch 8 \
+            --seq 64 --labels 16 --steps 10 --warmup 2 --generate "" --json "$work/peft.json"
+    else
+        steps+=("{\"name\": \"peft random bench\", \"status\": \"skipped\", \"why\": \"no $peft_script\"}")
+        summary+=("peft random bench|skipped|0|no $peft_script (pass --peft-script)")
+    fi
+fi
+
+other_ranks="${ranks#*,}"; [ "$other_ranks" = "$ranks" ] && other_ranks=""
+bench_train() {
+    local tag="$1" r="$2" limit="$3"; shift 3
+    local file="$work/train-$r$(echo "$tag" | tr ' ' '-').json"
+    step "bench train r $r$tag" "$limit" "$file" \
+        "$engram" bench train --backend "$backend" --architecture "$arch" --random-weights \
+        --dtype "$dtype" --ranks "$r" --batch 8 --seq-len 64 --label-len 16 --steps 10 \
+        --warmup-steps 2 --json "$file" "$@"
+}
+bench_train "" "$first_rank" 150
+
+# A new process on the caches the first one filled: the warm first step.
+[ "$backend" != cpu ] && bench_train " warm" "$first_rank" 50
+
+# Correct on the device: the tiny memorization run (its kernels mostly the selftest's, cached).
 head -n 4 tests/fixtures/facts/synthetic-20.jsonl > "$work/facts4.jsonl"
 memorize=(train --model tests/fixtures/tiny-f32 --facts "$work/facts4.jsonl" --rank 8 --epochs 60
           --lr 1e-2 --warmup-epochs 0 --constant-lr --dropout 0 --batch-size 4 --no-checkpoints
@@ -273,33 +316,18 @@ if [ -n "$peft_python" ] && [ -f "$peft_check" ] && [ -f "$work/memorize-$backen
         tests/fixtures/tiny-f32 "$work/memorize-$backend" --facts "$work/facts4.jsonl"
 fi
 
-# PEFT before engram's own benches: it is quick and sure, and every ratio needs it.
-if [ -n "$peft_python" ]; then
-    if [ -f "$peft_script" ]; then
-        step "peft random bench" 100 "$work/peft.json" \
-            "$peft_python" "$peft_script" "$arch" --ranks "$ranks" --batch 8 \
-            --seq 64 --labels 16 --steps 10 --warmup 2 --generate "" --json "$work/peft.json"
-    else
-        steps+=("{\"name\": \"peft random bench\", \"status\": \"skipped\", \"why\": \"no $peft_script\"}")
-        summary+=("peft random bench|skipped|0|no $peft_script (pass --peft-script)")
-    fi
+# The other kernel compilers: their compile speed (an empty cache each) and their kernels' speed
+# on the same products.
+if [ "$backend" = cuda ]; then
+    for comp in "${comps[@]:1}"; do
+        [ "$comp" = "$chosen" ] && continue
+        if prepare_compiler "$comp" "bench matmul $comp"; then
+            use_compiler "$comp"
+            bench_matmul " $comp" 150
+            use_compiler "$chosen"
+        fi
+    done
 fi
-
-first_rank="${ranks%%,*}"
-other_ranks="${ranks#*,}"; [ "$other_ranks" = "$ranks" ] && other_ranks=""
-bench_train() {
-    local tag="$1" r="$2" limit="$3"; shift 3
-    local file="$work/train-$r$(echo "$tag" | tr ' ' '-').json"
-    step "bench train r $r$tag" "$limit" "$file" \
-        "$engram" bench train --backend "$backend" --architecture "$arch" --random-weights \
-        --dtype "$dtype" --ranks "$r" --batch 8 --seq-len 64 --label-len 16 --steps 10 \
-        --warmup-steps 2 --json "$file" "$@"
-}
-bench_train "" "$first_rank" 150
-
-
-# A new process on the caches the first one filled: the warm first step.
-[ "$backend" != cpu ] && bench_train " warm" "$first_rank" 50
 
 IFS=',' read -ra rest <<< "$other_ranks"
 for r in "${rest[@]}"; do bench_train "" "$r" 120; done
@@ -350,6 +378,13 @@ for f in "$work"/bench_train_*.log; do
     [ -f "$f" ] || continue
     busy=$(grep -h 'the device was busy' "$f" | sed 's/^ *//')
     [ -n "$busy" ] && printf '%-36s %s\n' "$(basename "$f" .log | tr '_' ' ')" "$busy" | tee -a "$log"
+done
+# Each matmul bench's step total, and torch's beside it.
+for f in "$work"/bench_matmul*.log; do
+    [ -f "$f" ] || continue
+    grep -h "^one step's matmuls" "$f" | while read -r line; do
+        printf '%-36s %s\n' "$(basename "$f" .log | tr '_' ' ')" "$line" | tee -a "$log"
+    done
 done
 if [ "$agree" != true ]; then
     echo "FAIL memorization: exact match $(em cpu) on cpu vs $(em "$backend") on $backend" | tee -a "$log"

@@ -3,7 +3,8 @@
 //! Every benchmark prints figures beside a peer's measured in the same run where one exists:
 //! [`train()`] (LoRA training beside PEFT, on a checkpoint), [`random_train`] and
 //! [`random_generate`] (any architecture with random weights drawn on the device: training steps
-//! with their phases, greedy generation), [`generate()`] (greedy generation beside transformers
+//! with their phases, greedy generation), [`matmul()`] (each matrix product of a training step,
+//! timed on the device beside torch's), [`generate()`] (greedy generation beside transformers
 //! and llama.cpp), [`long_context()`] (the shared-prefix KV cache), [`batches()`] (the trainer's
 //! batch layouts), [`corpus()`] (ingest and MinHash), [`rag_bench()`] (retrievers over a corpus,
 //! and a reader over what they retrieved); [`selftest()`] checks a device against transformers'
@@ -32,6 +33,7 @@ mod figures;
 mod generate;
 mod long_context;
 mod machine;
+mod matmul;
 mod peer;
 mod phases;
 mod rag_bench;
@@ -46,6 +48,7 @@ pub use figures::{Figures, Measured, Peer};
 pub use generate::{GenerateBench, generate};
 pub use long_context::{LongContextBench, long_context};
 pub use machine::machine_line;
+pub use matmul::{Group, MatmulBench, Problem, SplitK, StepShape, matmul, step_problems};
 pub use phases::{Phase, step_phases};
 pub use rag_bench::{RagBench, RagOutcome, ReaderBench, Which, check_reader_k, rag_bench};
 pub use random::{

@@ -1,4 +1,5 @@
-//! `engram selftest` and the random-weight benchmarks as a user runs them: the CPU and (with the
+//! `engram selftest` and the random-weight benchmarks (`bench train`, `bench matmul`) as a user
+//! runs them: the CPU and (with the
 //! `wgpu` feature, on llvmpipe without a GPU) the wgpu backend pass against transformers'
 //! references, the CPU's LoRA step and its AdamW steps, and RoPE and attention in half precision
 //! against the Burn ops; bad fixtures and unknown backends are named.
@@ -270,4 +271,133 @@ fn random_weight_benchmarks_run_any_architecture() {
         "--architecture",
         "tests/fixtures/tiny-f32/config.json",
     ]);
+}
+
+/// `bench matmul` on the tiny fixture's architecture in f32, two timed calls a product.
+const TINY_MATMUL: &[&str] = &[
+    "matmul",
+    "--architecture",
+    "tests/fixtures/tiny-f32/config.json",
+    "--dtype",
+    "f32",
+    "--iters",
+    "2",
+    "--warmup",
+    "1",
+];
+
+/// `v[key]` as a number.
+fn num(v: &serde_json::Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+/// The kernels one call of a `bench matmul` form launched.
+fn form_kernels(form: &serde_json::Value) -> Vec<&str> {
+    form["launches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["kernel"].as_str().unwrap())
+        .collect()
+}
+
+/// Every product of the tiny step timed on the CPU, one row per distinct product, adding up to
+/// the step's total; an unreachable peer is named in the figures, which keep engram's own.
+#[test]
+fn bench_matmul_on_the_cpu_times_every_product_of_the_step() {
+    let cpu = ["--backend", "cpu", "--peer-python", "/nonexistent/python3"];
+    let v = bench_json(&[TINY_MATMUL, &cpu].concat());
+    let problems = v["problems"].as_array().unwrap();
+    // The CPU runs q, k, v (gate, up) as separate products; identical ones are one row.
+    assert_eq!(v["joined"], false);
+    let names: std::collections::HashSet<&str> = problems
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), problems.len(), "one row per distinct product");
+    for name in [
+        "fwd k,v",
+        "fwd gate,up",
+        "lora dH k,v",
+        "dx lm_head",
+        "scores q·kᵀ,dO·vᵀ",
+    ] {
+        assert!(names.contains(name), "{name} in {names:?}");
+    }
+    // 2 layers × (7 base forward + 7 base input gradients + 6 attention + 7 × 6 adapter
+    // products) + the head's two.
+    let per_step: f64 = problems.iter().map(|p| num(p, "per_step")).sum();
+    assert_eq!(per_step, 2.0 * (7.0 + 7.0 + 6.0 + 42.0) + 2.0);
+    let mut ms = 0.0;
+    for p in problems {
+        let plain = &p["forms"][0];
+        assert_eq!(plain["form"], "plain", "{p}");
+        assert!(
+            num(plain, "wall_us") > 0.0 && num(plain, "tflops") > 0.0,
+            "{p}"
+        );
+        assert!(
+            plain["device_us"].is_null(),
+            "the CPU launches no kernels: {p}"
+        );
+        ms += num(plain, "ms_per_step");
+    }
+    assert!((ms - num(&v, "step_matmul_ms")).abs() < 1e-9 * ms, "{v}");
+    let err = v["torch"]["error"].as_str().unwrap();
+    assert!(err.contains("running /nonexistent/python3"), "{err}");
+}
+
+/// On wgpu (llvmpipe) each product's launches are timed on the device, q/k/v are one joined
+/// product as the model runs them, and the split-`k` form computes the plain product's values.
+#[cfg(feature = "wgpu")]
+#[test]
+fn bench_matmul_on_wgpu_times_each_launch_and_splits_skinny_products() {
+    let wgpu = [
+        "--backend",
+        "wgpu",
+        "--split-k",
+        "2",
+        "--only",
+        "lora A,dx q/k/v",
+    ];
+    let v = bench_json(&[TINY_MATMUL, &wgpu].concat());
+    assert_eq!(v["joined"], true);
+    let problems = v["problems"].as_array().unwrap();
+    let names: Vec<&str> = problems
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["lora A q,k,v,o,gate,up", "lora A down", "dx q/k/v"]);
+    for p in problems {
+        let plain = &p["forms"][0];
+        assert_eq!(plain["device_clock"], true, "{p}");
+        assert!(num(plain, "device_us") > 0.0, "{p}");
+        assert_eq!(form_kernels(plain), ["MatmulEntry"], "{p}");
+        let forms = p["forms"].as_array().unwrap();
+        if p["name"].as_str().unwrap().starts_with("lora A") {
+            // One batched product over k's two halves and their sum: the plain product's
+            // values to f32 rounding.
+            let split = &forms[1];
+            assert_eq!(split["form"], "split-k 2", "{p}");
+            assert!(num(split, "relative_difference_from_plain") < 1e-5, "{p}");
+            let kernels = form_kernels(split);
+            assert!(kernels.contains(&"MatmulEntry"), "{p}");
+            assert!(kernels.iter().any(|k| k.starts_with("Reduce")), "{p}");
+        } else {
+            // Not an adapter product: no split form.
+            assert_eq!(forms.len(), 1, "{p}");
+        }
+    }
+}
+
+/// An unknown product, a split into fewer than two slices and a missing architecture are named.
+#[test]
+fn bench_matmul_names_bad_arguments() {
+    let bench = |extra: &[&str]| failing(&[&["bench"], TINY_MATMUL, extra].concat());
+    let out = bench(&["--only", "nothing-such"]);
+    assert!(out.contains("--only nothing-such: no product"), "{out}");
+    let out = bench(&["--split-k", "1"]);
+    assert!(out.contains("auto, off or a number of slices"), "{out}");
+    let out = failing(&["bench", "matmul", "--architecture", "no/such/config.json"]);
+    assert!(out.contains("no/such/config.json"), "{out}");
 }

@@ -4,6 +4,7 @@
 
 pub mod generate;
 pub mod long_context;
+pub mod matmul;
 pub mod train;
 
 use anyhow::Result;
@@ -16,6 +17,8 @@ pub enum BenchCommand {
     Generate(generate::GenerateBenchArgs),
     /// LoRA training tokens/s, time per epoch and peak memory, vs PEFT on the same machine.
     Train(train::TrainBenchArgs),
+    /// Each matrix product of one LoRA training step, timed on the device, vs torch's.
+    Matmul(matmul::MatmulBenchArgs),
     /// Long-context prefill with the shared-prefix KV cache vs per-question prompts.
     LongContext(long_context::LongContextBenchArgs),
     /// Padding share and distinct shapes of the trainer's batches, padded and packed.
@@ -29,6 +32,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Generate(a) => generate::run(a),
         BenchCommand::Train(a) => train::run(a),
+        BenchCommand::Matmul(a) => matmul::run(a),
         BenchCommand::LongContext(a) => long_context::run(a),
         BenchCommand::Batches(a) => engram_bench::batches(&a, &mut print_line),
         BenchCommand::Corpus(a) => engram_bench::corpus(&a, &mut print_line),
