@@ -236,12 +236,17 @@ prepare_compiler() {
 }
 
 # bench_matmul TAG LIMIT [ARGS...]: each matrix product of the step at the first rank, timed on
-# the device (with torch beside it where ARGS ask for the peer).
+# the device (with torch beside it where ARGS ask for the peer). Its kernels go to a cache of
+# their own, empty at first: its compile figures are a cold start's, and bench train's cold start
+# does not find the step's matmuls already tuned.
 first_rank="${ranks%%,*}"
 bench_matmul() {
     local tag="$1" limit="$2"; shift 2
     local file="$work/matmul$(echo "$tag" | tr ' ' '-').json"
+    local cache="$kernels_root/matmul$(echo "$tag" | tr ' ' '-')"
+    mkdir -p "$cache"
     step "bench matmul$tag" "$limit" "$file" \
+        env ENGRAM_KERNEL_CACHE="$cache" \
         "$engram" bench matmul --backend "$backend" --architecture "$arch" --dtype "$dtype" \
         --rank "$first_rank" --batch 8 --seq-len 64 --label-len 16 --json "$file" "$@"
 }

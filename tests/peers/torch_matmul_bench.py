@@ -3,7 +3,7 @@
 device in the same run.
 
 Reads the problems from engram's JSON (`engram bench matmul --json`, or the file it hands this
-script): for each, `[batch, m, k] x [batch, k, n]` in its dtype, each operand stored as engram
+script) — the step's products and the joined adapter products that could replace some: for each, `[batch, m, k] x [batch, k, n]` in its dtype, each operand stored as engram
 stores it (`lhs_transposed`: stored `[batch, k, m]` and read through `.transpose(1, 2)`, as
 autograd reads `x^T`; `rhs_transposed` likewise for `W^T`), then times `torch.matmul` on them:
 `--warmup` calls, then `--iters` calls between two CUDA events (on the CPU, `perf_counter`
@@ -75,27 +75,29 @@ def main():
         tf32 = cuda and os.environ.get("ENGRAM_TF32", "on") != "off"
     else:
         tf32 = a.tf32 == "on"
-    rows = []
-    for p in spec["problems"]:
-        lhs, rhs = operands(p, device)
-        row = {"name": p["name"], "m": p["m"], "n": p["n"], "k": p["k"], "dtype": p["dtype"],
-               "layout": p["layout"]}
-        if p["dtype"] == "f32" and cuda:
-            for allow, key in [(False, "us_f32"), (True, "us_tf32")]:
-                torch.backends.cuda.matmul.allow_tf32 = allow
-                row[key] = time_call(lambda: torch.matmul(lhs, rhs), device, a.iters, a.warmup)
-            torch.backends.cuda.matmul.allow_tf32 = False
-            row["us"] = row["us_tf32"] if tf32 else row["us_f32"]
-        else:
-            row["us"] = time_call(lambda: torch.matmul(lhs, rhs), device, a.iters, a.warmup)
-        flops = 2.0 * p["batch"] * p["m"] * p["n"] * p["k"]
-        row["tflops"] = flops / (row["us"] * 1e-6) / 1e12
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        del lhs, rhs
+    lists = {}
+    for key in ["problems", "joined_adapter_products"]:
+        rows = lists[key] = []
+        for p in spec.get(key, []):
+            lhs, rhs = operands(p, device)
+            row = {"name": p["name"], "m": p["m"], "n": p["n"], "k": p["k"],
+                   "dtype": p["dtype"], "layout": p["layout"]}
+            if p["dtype"] == "f32" and cuda:
+                for allow, field in [(False, "us_f32"), (True, "us_tf32")]:
+                    torch.backends.cuda.matmul.allow_tf32 = allow
+                    row[field] = time_call(lambda: torch.matmul(lhs, rhs), device, a.iters, a.warmup)
+                torch.backends.cuda.matmul.allow_tf32 = False
+                row["us"] = row["us_tf32"] if tf32 else row["us_f32"]
+            else:
+                row["us"] = time_call(lambda: torch.matmul(lhs, rhs), device, a.iters, a.warmup)
+            flops = 2.0 * p["batch"] * p["m"] * p["n"] * p["k"]
+            row["tflops"] = flops / (row["us"] * 1e-6) / 1e12
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            del lhs, rhs
     name = torch.cuda.get_device_name(device) if cuda else "cpu"
     out = {"peer": "torch", "torch": torch.__version__, "device": name, "tf32": tf32,
-           "iters": a.iters, "warmup": a.warmup, "problems": rows}
+           "iters": a.iters, "warmup": a.warmup, **lists}
     tmp = a.json + ".tmp"
     with open(tmp, "w") as f:
         json.dump(out, f, indent=1)

@@ -81,6 +81,10 @@ pub struct Problem {
     pub rhs_t: bool,
     /// How many times one optimizer step runs it.
     pub per_step: usize,
+    /// For a product the step does not run but could ([`joined_alternatives`]): the step's
+    /// products it would replace, as (kind, module) pairs, each run once a layer; empty for the
+    /// step's own.
+    pub instead_of: Vec<(&'static str, &'static str)>,
 }
 
 impl Problem {
@@ -154,6 +158,7 @@ fn add(
         lhs_t,
         rhs_t,
         per_step,
+        instead_of: Vec::new(),
     };
     let same = |q: &Problem| {
         (
@@ -171,13 +176,16 @@ fn add(
     }
 }
 
+/// Operand layouts: plain, the right one read transposed (`dy · Wᵀ`), the left one (`xᵀ · dy`).
+const NN: (bool, bool) = (false, false);
+/// See [`NN`].
+const NT: (bool, bool) = (false, true);
+/// See [`NN`].
+const TN: (bool, bool) = (true, false);
+
 /// The distinct matrix products of one LoRA training step (LoRA on every linear layer) of
 /// `cfg` at `shape`, in the order a step first runs them.
 pub fn step_problems(cfg: &LlamaConfig, shape: &StepShape) -> Vec<Problem> {
-    // Operand layouts: plain, the right one transposed (`dy · Wᵀ`), the left one (`xᵀ · dy`).
-    const NN: (bool, bool) = (false, false);
-    const NT: (bool, bool) = (false, true);
-    const TN: (bool, bool) = (true, false);
     let (h, i, d) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim);
     let (heads, kv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
     let (q, kvw) = (heads * d, kv * d);
@@ -240,6 +248,62 @@ pub fn step_problems(cfg: &LlamaConfig, shape: &StepShape) -> Vec<Problem> {
     put("values", "dS·k", att, (bkv, gt, d, s), w, NN, n);
     put("grad", "pᵀ·dO", att, (bkv, s, d, gt), w, TN, n);
     put("grad", "dSᵀ·q", att, (bkv, s, d, gt), w, TN, n);
+    list
+}
+
+/// Products the step could run instead of the adapters' separate ones, where q/k/v's (and
+/// gate/up's) adapters read one prepared input (the GPU backends): their `A` factors side by side
+/// (`x · [A_q A_k A_v]`, one product of `3r` columns), their `B` factors as one block-diagonal
+/// matrix (one product whose output is the joined base's layout; at `3r` rows it does three
+/// times the separate products' work, a few percent of the base's at small ranks), and the four
+/// gradients of each as one product. Each replaces its kind's product of every part, once a
+/// layer; timing them says what a joined adapter node would save before it is built.
+pub fn joined_alternatives(cfg: &LlamaConfig, shape: &StepShape) -> Vec<Problem> {
+    if !shape.joined {
+        return Vec::new();
+    }
+    let (h, i, d) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim);
+    let (q, kvw) = (cfg.num_attention_heads * d, cfg.num_key_value_heads * d);
+    let (t, r, a, n) = (
+        shape.batch * shape.seq,
+        shape.rank,
+        shape.adapters,
+        cfg.num_hidden_layers,
+    );
+    let groups: [(&'static str, &[&'static str], usize); 2] = [
+        ("q/k/v", &["q", "k", "v"], q + 2 * kvw),
+        ("gate/up", &["gate", "up"], 2 * i),
+    ];
+    let mut list = Vec::new();
+    for (name, parts, width) in groups {
+        let jr = r * parts.len();
+        // (kind, what replaces it, dims, layout): the same products as `step_problems`' with the
+        // parts' columns (or rows) side by side.
+        let kinds = [
+            ("lora A", "joined lora A", (1, t, jr, h), NN),
+            ("lora B", "block-diagonal lora B", (1, t, width, jr), NN),
+            ("lora dB", "block-diagonal lora dB", (1, jr, width, t), TN),
+            ("lora dH", "block-diagonal lora dH", (1, t, jr, width), NT),
+            ("lora dA", "joined lora dA", (1, h, jr, t), TN),
+            ("lora dx", "joined lora dx", (1, t, h, jr), NT),
+        ];
+        for (kind, joined, (b, m, nn, k), (lhs_t, rhs_t)) in kinds {
+            list.push(Problem {
+                kind: joined,
+                modules: vec![name.to_string()],
+                group: Group::Adapter,
+                batch: b,
+                m,
+                n: nn,
+                k,
+                dtype: a,
+                lhs_t,
+                rhs_t,
+                per_step: n,
+                instead_of: parts.iter().map(|&p| (kind, p)).collect(),
+            });
+        }
+    }
     list
 }
 
@@ -402,10 +466,9 @@ fn split(p: &Problem, s: usize, lhs: &Tensor<3>, rhs: &Tensor<3>) -> Tensor<3> {
 fn measure(device: &Device, warmup: usize, iters: usize, f: &dyn Fn() -> Tensor<3>) -> Timed {
     let before = kernel_cache::activity();
     let t0 = Instant::now();
-    for _ in 0..warmup.max(1) {
-        drop(f());
-    }
+    let warm: Vec<Tensor<3>> = (0..warmup.max(1)).map(|_| f()).collect();
     let _ = device.sync();
+    drop(warm);
     let warmup_s = t0.elapsed().as_secs_f64();
     let after = kernel_cache::activity();
     // Results are kept until the sync, so that no queued product is skipped as unused.
@@ -501,6 +564,7 @@ pub fn matmul(spec: &MatmulBench, out: Out) -> Result<Value> {
         joined: !engram_model::is_cpu(&device),
     };
     let mut problems = step_problems(&cfg, &shape);
+    problems.extend(joined_alternatives(&cfg, &shape));
     if !spec.only.is_empty() {
         problems.retain(|p| spec.only.iter().any(|o| p.name().contains(o.as_str())));
         if problems.is_empty() {
@@ -526,7 +590,7 @@ pub fn matmul(spec: &MatmulBench, out: Out) -> Result<Value> {
     );
     say!(
         out,
-        "{:<32} {:>6} {:>6} {:>6} {:>5} {:>3} {:>5} {:>9} {:>9} {:>8} {:>7} {:>8} {:>8}",
+        "{:<32} {:>6} {:>6} {:>6} {:>5} {:>3} {:>5} {:>9} {:>9} {:>8} {:>7} {:>8} {:>8} {:>8}",
         "product",
         "m",
         "n",
@@ -539,83 +603,18 @@ pub fn matmul(spec: &MatmulBench, out: Out) -> Result<Value> {
         "TFLOP/s",
         "% peak",
         "ms/step",
-        "launches"
+        "launches",
+        "warm-up s"
     );
+    let (alternatives, problems): (Vec<Problem>, Vec<Problem>) =
+        problems.into_iter().partition(|p| !p.instead_of.is_empty());
     let mut rows = Vec::new();
-    let mut total_s = 0.0;
-    let mut best_s = 0.0;
+    let (mut total_s, mut best_s) = (0.0, 0.0);
     for p in &problems {
-        let (lhs, rhs) = operands(p, &device);
-        let peak = spec
-            .peak_tflops
-            .or_else(|| known_peak_tflops(&name, peak_dtype(p.dtype)));
-        let mut forms: Vec<(String, Timed, Option<f64>)> = Vec::new();
-        let t = measure(&device, spec.warmup, spec.iters, &|| plain(p, &lhs, &rhs));
-        forms.push(("plain".into(), t, None));
-        if let Some(s) = spec.split_k.slices(p) {
-            let t = measure(&device, spec.warmup, spec.iters, &|| {
-                split(p, s, &lhs, &rhs)
-            });
-            let diff = relative_difference(plain(p, &lhs, &rhs), split(p, s, &lhs, &rhs));
-            forms.push((format!("split-k {s}"), t, Some(diff)));
-        }
-        let plain_s = forms[0].1.seconds();
-        total_s += plain_s * p.per_step as f64;
-        best_s += forms
-            .iter()
-            .map(|f| f.1.seconds())
-            .fold(f64::INFINITY, f64::min)
-            * p.per_step as f64;
-        let mut form_json = Vec::new();
-        for (form, t, diff) in &forms {
-            let secs = t.seconds();
-            let tflops = p.flops() / secs / 1e12;
-            let launches: f64 = t.launches.iter().map(|(_, n)| n).sum();
-            let label = if form == "plain" {
-                p.name()
-            } else {
-                format!("  {form} ({:.2}× plain)", plain_s / secs)
-            };
-            say!(
-                out,
-                "{:<32} {:>6} {:>6} {:>6} {:>5} {:>3} {:>5} {:>9} {:>9.1} {:>8.2} {:>7} {:>8.3} {:>8}",
-                truncate(&label, 32),
-                p.m,
-                p.n,
-                p.k,
-                dtype_name(p.dtype),
-                p.layout(),
-                p.per_step,
-                t.device_s.map_or("-".into(), |s| format!("{:.1}", 1e6 * s)),
-                1e6 * t.wall_s,
-                tflops,
-                peak.map_or("-".into(), |pk| format!("{:.1}", 100.0 * tflops / pk)),
-                1e3 * secs * p.per_step as f64,
-                if t.launches.is_empty() {
-                    "-".into()
-                } else {
-                    format!("{launches:.0}")
-                }
-            );
-            form_json.push(json!({
-                "form": form, "device_us": t.device_s.map(|s| 1e6 * s),
-                "device_clock": t.device_clock, "wall_us": 1e6 * t.wall_s, "tflops": tflops,
-                "peak_fraction": peak.map(|pk| tflops / pk),
-                "ms_per_step": 1e3 * secs * p.per_step as f64,
-                "launches": t.launches.iter().map(|(k, n)| json!({"kernel": k, "per_call": n})).collect::<Vec<_>>(),
-                "kernels_compiled": t.compiled, "autotune_decisions": t.autotuned,
-                "warmup_s": t.warmup_s,
-                "relative_difference_from_plain": diff,
-            }));
-        }
-        rows.push(json!({
-            "name": p.name(), "kind": p.kind, "modules": p.modules, "group": p.group.name(),
-            "batch": p.batch, "m": p.m, "n": p.n, "k": p.k, "dtype": dtype_name(p.dtype),
-            "lhs_transposed": p.lhs_t, "rhs_transposed": p.rhs_t, "layout": p.layout(),
-            "per_step": p.per_step, "flops": p.flops(), "forms": form_json,
-        }));
-        drop((lhs, rhs));
-        device.memory_cleanup();
+        let (row, secs) = run_problem(p, spec, &device, &name, out);
+        total_s += secs[0] * p.per_step as f64;
+        best_s += secs.iter().copied().fold(f64::INFINITY, f64::min) * p.per_step as f64;
+        rows.push(row);
     }
     let by_group = group_totals(&problems, &rows);
     say!(
@@ -633,6 +632,49 @@ pub fn matmul(spec: &MatmulBench, out: Out) -> Result<Value> {
             String::new()
         }
     );
+    // What the joined adapter products would save: each against the separate ones it replaces.
+    let mut joined_rows = Vec::new();
+    let mut saved_s = Some(0.0);
+    if !alternatives.is_empty() {
+        say!(
+            out,
+            "instead of the adapters' separate products (not in the step's total above):"
+        );
+    }
+    for p in &alternatives {
+        let (mut row, secs) = run_problem(p, spec, &device, &name, out);
+        let replaced: Option<f64> = p
+            .instead_of
+            .iter()
+            .map(|&(kind, module)| {
+                problems
+                    .iter()
+                    .zip(&rows)
+                    .find(|(q, _)| q.kind == kind && q.modules.iter().any(|m| m == module))
+                    .map(|(_, r)| r["forms"][0]["seconds"].as_f64().unwrap_or(f64::NAN))
+            })
+            .sum();
+        row["instead_of"] = json!(
+            p.instead_of
+                .iter()
+                .map(|(k, m)| format!("{k} {m}"))
+                .collect::<Vec<_>>()
+        );
+        row["replaced_ms_per_step"] = json!(replaced.map(|s| 1e3 * s * p.per_step as f64));
+        saved_s = saved_s
+            .zip(replaced)
+            .map(|(acc, r)| acc + (r - secs[0]) * p.per_step as f64);
+        joined_rows.push(row);
+    }
+    if let (Some(saved), false) = (saved_s, alternatives.is_empty()) {
+        say!(
+            out,
+            "with q/k/v's and gate/up's adapters joined: {:.2} ms of matmuls a step ({:.2} ms {})",
+            1e3 * (total_s - saved),
+            1e3 * saved.abs(),
+            if saved >= 0.0 { "less" } else { "more" }
+        );
+    }
     let activity = kernel_cache::state().map(|_| kernel_cache::summary());
     let mut v = json!({
         "bench": "matmul", "architecture": spec.architecture.display().to_string(),
@@ -642,7 +684,9 @@ pub fn matmul(spec: &MatmulBench, out: Out) -> Result<Value> {
         "iters": spec.iters, "warmup": spec.warmup, "peak_tflops": spec.peak_tflops,
         "step_matmul_ms": 1e3 * total_s, "step_matmul_ms_best_forms": 1e3 * best_s,
         "by_group_ms": by_group.iter().map(|(g, ms)| (g.to_string(), json!(ms))).collect::<serde_json::Map<_, _>>(),
-        "problems": rows, "kernels": activity,
+        "problems": rows, "joined_adapter_products": joined_rows,
+        "step_matmul_ms_joined_adapters": saved_s.filter(|_| !alternatives.is_empty()).map(|s| 1e3 * (total_s - s)),
+        "kernels": activity,
     });
     if let Some((python, script, peer_device)) = &spec.peer {
         match torch_peer(python, script, peer_device, &v, spec) {
@@ -657,6 +701,82 @@ pub fn matmul(spec: &MatmulBench, out: Out) -> Result<Value> {
         }
     }
     Ok(v)
+}
+
+/// Measures `p` in each of its forms (plain, and split along `k` where `spec` asks), hands a
+/// table row per form to `out`, and returns the problem's JSON and each form's seconds per call.
+fn run_problem(
+    p: &Problem,
+    spec: &MatmulBench,
+    device: &Device,
+    name: &str,
+    out: Out,
+) -> (Value, Vec<f64>) {
+    let (lhs, rhs) = operands(p, device);
+    let peak = spec
+        .peak_tflops
+        .or_else(|| known_peak_tflops(name, peak_dtype(p.dtype)));
+    let mut forms: Vec<(String, Timed, Option<f64>)> = Vec::new();
+    let t = measure(device, spec.warmup, spec.iters, &|| plain(p, &lhs, &rhs));
+    forms.push(("plain".into(), t, None));
+    if let Some(s) = spec.split_k.slices(p) {
+        let t = measure(device, spec.warmup, spec.iters, &|| split(p, s, &lhs, &rhs));
+        let diff = relative_difference(plain(p, &lhs, &rhs), split(p, s, &lhs, &rhs));
+        forms.push((format!("split-k {s}"), t, Some(diff)));
+    }
+    let plain_s = forms[0].1.seconds();
+    let mut form_json = Vec::new();
+    for (form, t, diff) in &forms {
+        let secs = t.seconds();
+        let tflops = p.flops() / secs / 1e12;
+        let launches: f64 = t.launches.iter().map(|(_, n)| n).sum();
+        let label = if form == "plain" {
+            p.name()
+        } else {
+            format!("  {form} ({:.2}× plain)", plain_s / secs)
+        };
+        say!(
+            out,
+            "{:<32} {:>6} {:>6} {:>6} {:>5} {:>3} {:>5} {:>9} {:>9.1} {:>8.2} {:>7} {:>8.3} {:>8} {:>8.1}",
+            truncate(&label, 32),
+            p.m,
+            p.n,
+            p.k,
+            dtype_name(p.dtype),
+            p.layout(),
+            p.per_step,
+            t.device_s.map_or("-".into(), |s| format!("{:.1}", 1e6 * s)),
+            1e6 * t.wall_s,
+            tflops,
+            peak.map_or("-".into(), |pk| format!("{:.1}", 100.0 * tflops / pk)),
+            1e3 * secs * p.per_step as f64,
+            if t.launches.is_empty() {
+                "-".into()
+            } else {
+                format!("{launches:.0}")
+            },
+            t.warmup_s
+        );
+        form_json.push(json!({
+            "form": form, "seconds": secs, "device_us": t.device_s.map(|s| 1e6 * s),
+            "device_clock": t.device_clock, "wall_us": 1e6 * t.wall_s, "tflops": tflops,
+            "peak_fraction": peak.map(|pk| tflops / pk),
+            "ms_per_step": 1e3 * secs * p.per_step as f64,
+            "launches": t.launches.iter().map(|(k, n)| json!({"kernel": k, "per_call": n})).collect::<Vec<_>>(),
+            "kernels_compiled": t.compiled, "autotune_decisions": t.autotuned,
+            "warmup_s": t.warmup_s,
+            "relative_difference_from_plain": diff,
+        }));
+    }
+    drop((lhs, rhs));
+    device.memory_cleanup();
+    let row = json!({
+        "name": p.name(), "kind": p.kind, "modules": p.modules, "group": p.group.name(),
+        "batch": p.batch, "m": p.m, "n": p.n, "k": p.k, "dtype": dtype_name(p.dtype),
+        "lhs_transposed": p.lhs_t, "rhs_transposed": p.rhs_t, "layout": p.layout(),
+        "per_step": p.per_step, "flops": p.flops(), "forms": form_json,
+    });
+    (row, forms.iter().map(|f| f.1.seconds()).collect())
 }
 
 /// `s` cut to `n` characters.
@@ -721,8 +841,6 @@ fn torch_peer(
 
 /// torch's time beside engram's for each product, and the step's totals.
 fn compare(ours: &Value, torch: &Value, out: Out) {
-    let empty = Vec::new();
-    let theirs = torch["problems"].as_array().unwrap_or(&empty);
     say!(
         out,
         "beside torch {} on {} (the same shapes, dtypes and layouts; f32 {}):",
@@ -742,17 +860,35 @@ fn compare(ours: &Value, torch: &Value, out: Out) {
         "torch µs",
         "× torch"
     );
+    let (ours_ms, theirs_ms) = compare_rows(&ours["problems"], &torch["problems"], out);
+    say!(
+        out,
+        "one step's matmuls: engram {ours_ms:.2} ms, torch {theirs_ms:.2} ms ({:.2}× torch's speed)",
+        theirs_ms / ours_ms
+    );
+    let joined = &ours["joined_adapter_products"];
+    if joined.as_array().is_some_and(|j| !j.is_empty()) {
+        let (ours_j, theirs_j) = compare_rows(joined, &torch["joined_adapter_products"], out);
+        say!(
+            out,
+            "the joined adapter products alone: engram {ours_j:.2} ms a step, torch {theirs_j:.2} ms ({:.2}× torch's speed)",
+            theirs_j / ours_j
+        );
+    }
+}
+
+/// A row per product of `ours` beside the same product of `theirs`; returns both sides'
+/// milliseconds per step.
+fn compare_rows(ours: &Value, theirs: &Value, out: Out) -> (f64, f64) {
+    let empty = Vec::new();
     let (mut ours_ms, mut theirs_ms) = (0.0, 0.0);
-    for (row, t) in ours["problems"]
+    for (row, t) in ours
         .as_array()
         .unwrap_or(&empty)
         .iter()
-        .zip(theirs)
+        .zip(theirs.as_array().unwrap_or(&empty))
     {
-        let engram_us = row["forms"][0]["device_us"]
-            .as_f64()
-            .or_else(|| row["forms"][0]["wall_us"].as_f64())
-            .unwrap_or(f64::NAN);
+        let engram_us = 1e6 * row["forms"][0]["seconds"].as_f64().unwrap_or(f64::NAN);
         let torch_us = t["us"].as_f64().unwrap_or(f64::NAN);
         let per_step = row["per_step"].as_f64().unwrap_or(0.0);
         ours_ms += engram_us * per_step / 1e3;
@@ -766,11 +902,7 @@ fn compare(ours: &Value, torch: &Value, out: Out) {
             torch_us / engram_us
         );
     }
-    say!(
-        out,
-        "one step's matmuls: engram {ours_ms:.2} ms, torch {theirs_ms:.2} ms ({:.2}× torch's speed)",
-        theirs_ms / ours_ms
-    );
+    (ours_ms, theirs_ms)
 }
 
 #[cfg(test)]
@@ -857,5 +989,44 @@ mod tests {
         assert_eq!(split, expected.map(|(n, s)| (n.to_string(), s)));
         assert_eq!(SplitK::Off.slices(&problems[0]), None);
         assert!("1".parse::<SplitK>().is_err());
+    }
+
+    #[test]
+    fn joined_adapter_products_do_the_work_of_those_they_replace() {
+        let cfg = llama_8b();
+        let problems = step_problems(&cfg, &shape(true));
+        let joined = joined_alternatives(&cfg, &shape(true));
+        assert_eq!(joined.len(), 12);
+        for j in &joined {
+            // Each replaced product is one of the step's, run once a layer.
+            let replaced: f64 = j
+                .instead_of
+                .iter()
+                .map(|&(kind, module)| {
+                    let p = problems
+                        .iter()
+                        .find(|p| p.kind == kind && p.modules.iter().any(|m| m == module))
+                        .unwrap_or_else(|| panic!("{kind} {module} in the step"));
+                    p.flops()
+                })
+                .sum();
+            // Side by side: the same work; block-diagonal: each part's rows against every
+            // part's columns, so the parts' count times it.
+            let parts = j.instead_of.len() as f64;
+            let factor = if j.kind.starts_with("block-diagonal") {
+                parts
+            } else {
+                1.0
+            };
+            assert_eq!(j.flops(), factor * replaced, "{}", j.name());
+            assert_eq!(j.per_step, cfg.num_hidden_layers);
+        }
+        let a = &joined[0];
+        assert_eq!(
+            (a.name().as_str(), a.m, a.n, a.k),
+            ("joined lora A q/k/v", 512, 24, 4096)
+        );
+        // Not on the CPU, whose q, k and v do not share a joined base.
+        assert!(joined_alternatives(&cfg, &shape(false)).is_empty());
     }
 }

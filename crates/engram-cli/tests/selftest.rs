@@ -388,6 +388,26 @@ fn bench_matmul_on_wgpu_times_each_launch_and_splits_skinny_products() {
             assert_eq!(forms.len(), 1, "{p}");
         }
     }
+    // The joined adapter products that match the selection, each beside what it replaces:
+    // known for x · [A_q A_k A_v], not for the joined dx (the separate ones were not timed).
+    let joined = v["joined_adapter_products"].as_array().unwrap();
+    let names: Vec<&str> = joined.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "joined lora A q/k/v",
+            "joined lora dx q/k/v",
+            "joined lora A gate/up"
+        ]
+    );
+    assert_eq!(joined[0]["n"], 24, "3 × rank 8 columns");
+    assert_eq!(
+        joined[0]["instead_of"],
+        serde_json::json!(["lora A q", "lora A k", "lora A v"])
+    );
+    assert!(num(&joined[0], "replaced_ms_per_step") > 0.0);
+    assert!(joined[1]["replaced_ms_per_step"].is_null());
+    assert!(v["step_matmul_ms_joined_adapters"].is_null());
 }
 
 /// An unknown product, a split into fewer than two slices and a missing architecture are named.
