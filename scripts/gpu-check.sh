@@ -25,6 +25,9 @@
 #      an empty cache each, so its compile speed, and its kernels' speed on the same products;
 #      NVRTC is looked for on the machine — a CUDA toolkit, or the nvidia-cuda-nvrtc wheel beside
 #      torch — and skipped, named, where there is none)
+#      Then the same with each CubeCL autotune level of --autotune-levels (default none; e.g.
+#      minimal,extensive: CUBECL_AUTOTUNE_LEVEL, an empty cache each): what a cheaper or a
+#      fuller autotune costs in compiling and gives in kernel speed
 #   9. engram bench train at the other ranks, and at the first with bf16 adapter products
 #  10. engram bench generate at batch 1 and 16
 #  11. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
@@ -40,7 +43,7 @@
 #   scripts/gpu-check.sh [--engram PATH] [--backend cuda] [--arch CONFIG.json] [--dtype bf16]
 #                        [--ranks 8,256,2048] [--out DIR] [--deadline 540] [--no-wgpu]
 #                        [--peft-python PY] [--peft-script PATH] [--kernel-cache DIR]
-#                        [--compilers llvm] [--vulkan-deb DEB]
+#                        [--compilers llvm] [--autotune-levels minimal] [--vulkan-deb DEB]
 #
 # --engram: the bundle's launcher (default: dist/engram-cuda-*/engram, else `engram` on PATH).
 # --kernel-cache: where the run keeps compiled kernels (default: empty directories under the run's
@@ -63,6 +66,7 @@ peft_script=../shared/peers/peft_random_bench.py
 kcache=""
 compilers=llvm
 vulkan_deb=""
+autotune_levels=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --engram) engram="$2"; shift 2 ;;
@@ -78,7 +82,8 @@ while [ $# -gt 0 ]; do
         --kernel-cache) kcache="$2"; shift 2 ;;
         --compilers) compilers="$2"; shift 2 ;;
         --vulkan-deb) vulkan_deb="$2"; shift 2 ;;
-        -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
+        --autotune-levels) autotune_levels="$2"; shift 2 ;;
+        -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
         *) echo "gpu-check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -331,6 +336,12 @@ if [ "$backend" = cuda ]; then
             bench_matmul " $comp" 150
             use_compiler "$chosen"
         fi
+    done
+fi
+if [ -n "$autotune_levels" ] && [ "$backend" != cpu ]; then
+    IFS=',' read -ra levels <<< "$autotune_levels"
+    for level in "${levels[@]}"; do
+        CUBECL_AUTOTUNE_LEVEL="$level" bench_matmul "${matmul_tag} autotune $level" 120
     done
 fi
 
