@@ -168,6 +168,8 @@ pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
     }
     let cfg = architecture(spec.architecture)?;
     let device = open_device(spec.backend)?;
+    // Refused before any weights are drawn, as the model would refuse it once built.
+    engram_model::check_adapter_compute(&device, spec.adapter_compute)?;
     let name = device_label(&device, spec.backend);
     let peak = spec
         .peak_tflops

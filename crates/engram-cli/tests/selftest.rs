@@ -229,6 +229,28 @@ fn bench_train_on_wgpu_times_one_steps_kernels_by_phase() {
     assert!(!out.contains("panicked"), "{out}");
     let out = failing(&[&["bench"], &wgpu_f16[..], &["--dtype", "bf16"]].concat());
     assert!(out.contains("does not support bf16 weights"), "{out}");
+    // engram train refuses it before loading the checkpoint (which it prints once loaded).
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let out = failing(&[
+        "train",
+        "--model",
+        "tests/fixtures/tiny-f32",
+        "--facts",
+        "tests/fixtures/facts/synthetic-20.jsonl",
+        "--backend",
+        "wgpu",
+        "--adapter-compute",
+        "bf16",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("rank 64 on tests/fixtures/tiny-f32: the device ")
+            && out.contains("cannot run the adapters' matmuls in bf16"),
+        "{out}"
+    );
+    assert!(!out.contains("loaded tests/fixtures/tiny-f32"), "{out}");
 }
 
 #[test]

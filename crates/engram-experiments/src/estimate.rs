@@ -134,6 +134,22 @@ pub fn check_training_memory(
     Ok(())
 }
 
+/// Refuses LoRA training whose adapters' matmul dtype (`adapter_compute`) `backend`'s device
+/// cannot compute in — bf16 on wgpu — with an error naming `what` and the device, before a
+/// model is loaded (the model would refuse it only once loaded).
+pub fn check_training_device(
+    what: &str,
+    backend: &str,
+    training: &TrainingPreset,
+) -> anyhow::Result<()> {
+    let dtype = training.train.adapter_compute.dtype();
+    if dtype == engram_model::burn::tensor::DType::F32 {
+        return Ok(());
+    }
+    let device = engram_model::open_device(backend)?;
+    engram_model::check_adapter_compute(&device, dtype).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+}
+
 /// The variable that, set to `1`, skips [`check_training_memory`].
 pub const SKIP_MEMORY_CHECK: &str = "ENGRAM_SKIP_MEMORY_CHECK";
 

@@ -58,8 +58,8 @@ pub use enronqa::write::{EmailRow, write_parquet};
 pub use enronqa::{read_parquet, read_split, split_files};
 pub use error::{ExperimentError, Result};
 pub use estimate::{
-    SKIP_MEMORY_CHECK, check_training_memory, default_flops, human_bytes, lora_parameters,
-    lora_training_bytes, lora_training_peak,
+    SKIP_MEMORY_CHECK, check_training_device, check_training_memory, default_flops, human_bytes,
+    lora_parameters, lora_training_bytes, lora_training_peak,
 };
 pub use executor::{Devices, DevicesReport, Executor, Job, Local, Outcome, Slurm, Submitted};
 pub use experiment::{Experiment, default_configs_dir};

@@ -3,7 +3,7 @@
 //! the base weights.
 
 use burn::module::{Module, Param};
-use burn::tensor::{DType, Tensor};
+use burn::tensor::{DType, Device, Tensor};
 
 use crate::error::{ModelError, Result};
 use crate::linear::{Joined, Linear};
@@ -68,13 +68,7 @@ impl Llama {
     /// [`LoraAdapter::compute`]); the factors stay f32. A dtype the model's device cannot
     /// compute in (bf16 on wgpu, whose WGSL has none) is a named error.
     pub fn with_adapter_compute(mut self, dtype: DType) -> Result<Self> {
-        let device = self.device();
-        if dtype != DType::F32 && !device.supports_dtype(dtype) {
-            return Err(ModelError::UnsupportedAdapterCompute {
-                dtype: format!("{dtype:?}").to_lowercase(),
-                device: crate::device::describe(&device),
-            });
-        }
+        check_adapter_compute(&self.device(), dtype)?;
         for layer in 0..self.layers.len() {
             for t in LoraTarget::ALL {
                 if let Some(a) = &mut self.linear_mut(layer, t).lora {
@@ -189,6 +183,19 @@ fn group_thousands(n: usize) -> String {
         out.push(c);
     }
     out
+}
+
+/// Refuses adapter matmuls in `dtype` on a device that cannot compute in it (bf16 on wgpu,
+/// whose WGSL has none) with a named error; callers run it before loading a model, which
+/// [`Llama::with_adapter_compute`] would refuse only once loaded.
+pub fn check_adapter_compute(device: &Device, dtype: DType) -> Result<()> {
+    if dtype != DType::F32 && !device.supports_dtype(dtype) {
+        return Err(ModelError::UnsupportedAdapterCompute {
+            dtype: format!("{dtype:?}").to_lowercase(),
+            device: crate::device::describe(device),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ pub use burn;
 pub use config::{Architecture, LlamaConfig, RopeScaling};
 // The devices, the kernel cache and the CPU products are engram-ops' (the operations and their
 // backends); re-exported here, where callers of the model find them.
+pub use adapters::check_adapter_compute;
 pub use attention::fused_attention;
 pub use engram_ops::device::{
     TF32_VAR, available_backends, backend_kind, cuda_compiler, cuda_tf32, device_from_name,

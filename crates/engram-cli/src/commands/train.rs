@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use engram_experiments::{SampleExactMatch, exact_match_hits};
-use engram_experiments::{TrainingFlags, check_training_memory, local_architecture};
+use engram_experiments::{
+    TrainingFlags, check_training_device, check_training_memory, local_architecture,
+};
 use engram_facts::{Asked, read_facts};
 use engram_lora::{EpochEval, LoraError, Trainer};
 use engram_model::AnswerConfig;
@@ -56,7 +58,12 @@ pub struct TrainArgs {
 pub fn run(a: TrainArgs) -> Result<()> {
     let facts = read_facts(&a.facts)?;
     let settings = a.training.settings()?;
-    // The planner's refusal comes before anything is loaded.
+    // The device's and the planner's refusals come before anything is loaded.
+    check_training_device(
+        &format!("rank {} on {}", a.rank, a.model.model),
+        &a.model.backend,
+        &settings,
+    )?;
     if let Some((cfg, origin)) = local_architecture(&a.model.model) {
         let what = format!("rank {} on {origin}", a.rank);
         let (dtype, backend) = (&a.model.dtype, &a.model.backend);

@@ -15,14 +15,18 @@ use engram_model::{AnswerConfig, Session};
 
 use crate::cells::{Cell, Method};
 use crate::curve::SampleExactMatch;
-use crate::estimate::check_training_memory;
+use crate::estimate::{check_training_device, check_training_memory};
 use crate::experiment::Experiment;
 use crate::record::MethodMetrics;
 
-/// Refuses a LoRA cell whose estimated peak memory (the `--dry-run` planner's) exceeds what
-/// the device has, before anything is loaded onto it ([`check_training_memory`]); skipped where
-/// the architecture is unknown.
+/// Refuses a LoRA cell whose adapters' matmul dtype the device cannot compute in
+/// ([`check_training_device`]), or whose estimated peak memory (the `--dry-run` planner's)
+/// exceeds what the device has ([`check_training_memory`]; skipped where the architecture is
+/// unknown), before anything is loaded onto it.
 pub fn check_memory(exp: &Experiment, cell: &Cell, facts: &[Fact]) -> Result<()> {
+    if matches!(cell.method, Method::Lora { .. }) {
+        check_training_device(&cell.id(), &exp.backend, &exp.training)?;
+    }
     let (Method::Lora { rank }, Some((cfg, _))) = (cell.method, crate::dry_run::architecture(exp))
     else {
         return Ok(());
