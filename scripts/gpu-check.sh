@@ -28,7 +28,9 @@
 #      Then the same with each CubeCL autotune level of --autotune-levels (default none; e.g.
 #      minimal,extensive: CUBECL_AUTOTUNE_LEVEL, an empty cache each): what a cheaper or a
 #      fuller autotune costs in compiling and gives in kernel speed
-#   9. engram bench train at the other ranks, and at the first with bf16 adapter products
+#   9. at each other rank: engram bench matmul on the adapters' products alone (each one's warm-up
+#      is its compile and autotune time), then engram bench train; then bench train at the first
+#      rank with bf16 adapter products
 #  10. engram bench generate at batch 1 and 16
 #  11. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
 #                                               f32's tolerances; its own autotune results)
@@ -83,7 +85,7 @@ while [ $# -gt 0 ]; do
         --compilers) compilers="$2"; shift 2 ;;
         --vulkan-deb) vulkan_deb="$2"; shift 2 ;;
         --autotune-levels) autotune_levels="$2"; shift 2 ;;
-        -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,54p' "$0"; exit 0 ;;
         *) echo "gpu-check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -240,20 +242,20 @@ prepare_compiler() {
     fi
 }
 
-# bench_matmul TAG LIMIT [ARGS...]: each matrix product of the step at the first rank, timed on
-# the device (with torch beside it where ARGS ask for the peer). Its kernels go to a cache of
-# their own, empty at first: its compile figures are a cold start's, and bench train's cold start
-# does not find the step's matmuls already tuned.
+# bench_matmul TAG LIMIT RANK [ARGS...]: each matrix product of the step at RANK, timed on the
+# device (with torch beside it where ARGS ask for the peer). Its kernels go to a cache of their
+# own, empty at first: its compile figures are a cold start's, and bench train's cold start does
+# not find the step's matmuls already tuned.
 first_rank="${ranks%%,*}"
 bench_matmul() {
-    local tag="$1" limit="$2"; shift 2
+    local tag="$1" limit="$2" rank="$3"; shift 3
     local file="$work/matmul$(echo "$tag" | tr ' ' '-').json"
     local cache="$kernels_root/matmul$(echo "$tag" | tr ' ' '-')"
     mkdir -p "$cache"
     step "bench matmul$tag" "$limit" "$file" \
         env ENGRAM_KERNEL_CACHE="$cache" \
         "$engram" bench matmul --backend "$backend" --architecture "$arch" --dtype "$dtype" \
-        --rank "$first_rank" --batch 8 --seq-len 64 --label-len 16 --json "$file" "$@"
+        --rank "$rank" --batch 8 --seq-len 64 --label-len 16 --json "$file" "$@"
 }
 torch_peer=()
 [ -n "$peft_python" ] && torch_peer=(--peer-python "$peft_python" --peer-script tests/peers/torch_matmul_bench.py)
@@ -281,7 +283,7 @@ fi
 
 # Which of the step's products are slow, beside torch's on the same shapes.
 matmul_tag=""; [ "$backend" = cuda ] && matmul_tag=" $chosen"
-bench_matmul "$matmul_tag" 100 "${torch_peer[@]}"
+bench_matmul "$matmul_tag" 100 "$first_rank" "${torch_peer[@]}"
 
 # PEFT before engram's own training benches: it is quick and sure, and every ratio needs it.
 if [ -n "$peft_python" ]; then
@@ -333,7 +335,7 @@ if [ "$backend" = cuda ]; then
         [ "$comp" = "$chosen" ] && continue
         if prepare_compiler "$comp" "bench matmul $comp"; then
             use_compiler "$comp"
-            bench_matmul " $comp" 150
+            bench_matmul " $comp" 150 "$first_rank"
             use_compiler "$chosen"
         fi
     done
@@ -341,12 +343,17 @@ fi
 if [ -n "$autotune_levels" ] && [ "$backend" != cpu ]; then
     IFS=',' read -ra levels <<< "$autotune_levels"
     for level in "${levels[@]}"; do
-        CUBECL_AUTOTUNE_LEVEL="$level" bench_matmul "${matmul_tag} autotune $level" 120
+        CUBECL_AUTOTUNE_LEVEL="$level" bench_matmul "${matmul_tag} autotune $level" 120 "$first_rank"
     done
 fi
 
+# The other ranks: their adapter products alone first (each product's warm-up is its compile and
+# autotune time: where a rank's first step stalls, as r 256's did on an H200), then the step.
 IFS=',' read -ra rest <<< "$other_ranks"
-for r in "${rest[@]}"; do bench_train "" "$r" 120; done
+for r in "${rest[@]}"; do
+    bench_matmul "$matmul_tag r $r" 90 "$r" --only lora --split-k off "${torch_peer[@]}"
+    bench_train "" "$r" 120
+done
 
 # The same training with the adapters' matmuls in bf16 (adapter_compute = "bf16").
 bench_train " bf16-lora" "$first_rank" 90 --adapter-compute bf16
