@@ -399,9 +399,9 @@ struct Timed {
     wall_s: f64,
     /// Launches per call, by kernel.
     launches: Vec<(String, f64)>,
-    /// Kernels compiled and autotune decisions made while warming up.
+    /// Kernels compiled while warming up.
     compiled: u64,
-    /// The same, autotune decisions.
+    /// Autotune decisions made while warming up.
     autotuned: u64,
     /// Seconds the warm-up took (compiling, autotuning, the first calls).
     warmup_s: f64,
@@ -609,14 +609,21 @@ pub fn matmul(spec: &MatmulBench, out: Out) -> Result<Value> {
     let (alternatives, problems): (Vec<Problem>, Vec<Problem>) =
         problems.into_iter().partition(|p| !p.instead_of.is_empty());
     let mut rows = Vec::new();
-    let (mut total_s, mut best_s) = (0.0, 0.0);
+    // Each step product's plain form, seconds per call.
+    let mut plain_s = Vec::new();
+    let mut best_s = 0.0;
     for p in &problems {
         let (row, secs) = run_problem(p, spec, &device, &name, out);
-        total_s += secs[0] * p.per_step as f64;
         best_s += secs.iter().copied().fold(f64::INFINITY, f64::min) * p.per_step as f64;
+        plain_s.push(secs[0]);
         rows.push(row);
     }
-    let by_group = group_totals(&problems, &rows);
+    let total_s: f64 = problems
+        .iter()
+        .zip(&plain_s)
+        .map(|(p, s)| s * p.per_step as f64)
+        .sum();
+    let by_group = group_totals(&problems, &plain_s);
     say!(
         out,
         "one step's matmuls: {:.2} ms ({}){}",
@@ -649,9 +656,9 @@ pub fn matmul(spec: &MatmulBench, out: Out) -> Result<Value> {
             .map(|&(kind, module)| {
                 problems
                     .iter()
-                    .zip(&rows)
+                    .zip(&plain_s)
                     .find(|(q, _)| q.kind == kind && q.modules.iter().any(|m| m == module))
-                    .map(|(_, r)| r["forms"][0]["seconds"].as_f64().unwrap_or(f64::NAN))
+                    .map(|(_, s)| *s)
             })
             .sum();
         row["instead_of"] = json!(
@@ -790,11 +797,12 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-/// Each group's milliseconds per step (plain forms), in the groups' first order.
-fn group_totals(problems: &[Problem], rows: &[Value]) -> Vec<(&'static str, f64)> {
+/// Each group's milliseconds per step from each problem's plain seconds per call, in the
+/// groups' first order.
+fn group_totals(problems: &[Problem], plain_s: &[f64]) -> Vec<(&'static str, f64)> {
     let mut totals: Vec<(&'static str, f64)> = Vec::new();
-    for (p, row) in problems.iter().zip(rows) {
-        let ms = row["forms"][0]["ms_per_step"].as_f64().unwrap_or(0.0);
+    for (p, s) in problems.iter().zip(plain_s) {
+        let ms = 1e3 * s * p.per_step as f64;
         match totals.iter_mut().find(|(g, _)| *g == p.group.name()) {
             Some((_, t)) => *t += ms,
             None => totals.push((p.group.name(), ms)),

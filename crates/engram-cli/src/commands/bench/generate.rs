@@ -9,7 +9,7 @@ use engram_bench::{GenerateBench, Peer, RandomGenerate};
 
 use crate::loaded::{MatmulArg, ModelArgs};
 
-use super::{print_line, write_json};
+use super::{print_line, weight_dtype, write_json};
 
 /// Arguments of `engram bench generate`.
 #[derive(Args, Debug)]
@@ -70,8 +70,7 @@ const RANDOM_PROMPT_LEN: usize = 64;
 /// Runs `engram bench generate`.
 pub fn run(args: GenerateBenchArgs) -> Result<()> {
     if let Some(arch) = &args.architecture {
-        let dtype = engram_model::WeightDType::parse(&args.model.dtype)
-            .ok_or_else(|| anyhow::anyhow!("--dtype {}: f32, bf16 or f16", args.model.dtype))?;
+        let dtype = weight_dtype(&args.model.dtype)?;
         let v = engram_bench::random_generate(
             &RandomGenerate {
                 architecture: arch,

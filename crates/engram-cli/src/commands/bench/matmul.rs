@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use engram_bench::{MatmulBench, SplitK};
 
-use super::{print_line, write_json};
+use super::{print_line, weight_dtype, write_json};
 
 /// Arguments of `engram bench matmul`.
 #[derive(Args, Debug)]
@@ -71,8 +71,7 @@ pub struct MatmulBenchArgs {
 
 /// Runs `engram bench matmul`.
 pub fn run(a: MatmulBenchArgs) -> Result<()> {
-    let dtype = engram_model::WeightDType::parse(&a.dtype)
-        .with_context(|| format!("--dtype {}: f32, bf16 or f16", a.dtype))?;
+    let dtype = weight_dtype(&a.dtype)?;
     let v = engram_bench::matmul(
         &MatmulBench {
             architecture: &a.architecture,

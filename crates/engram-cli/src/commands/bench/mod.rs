@@ -44,6 +44,12 @@ pub fn print_line(line: &str) {
     println!("{line}");
 }
 
+/// The weight dtype `--dtype NAME` names, or an error that lists the choices.
+pub fn weight_dtype(name: &str) -> Result<engram_model::WeightDType> {
+    engram_model::WeightDType::parse(name)
+        .ok_or_else(|| anyhow::anyhow!("--dtype {name}: f32, bf16 or f16"))
+}
+
 /// Writes a bench's figures as pretty JSON to `path`, when given.
 pub fn write_json(path: Option<&std::path::Path>, v: &serde_json::Value) -> Result<()> {
     if let Some(path) = path {

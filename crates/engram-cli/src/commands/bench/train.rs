@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use engram_bench::{PeftPeer, RandomTrain, TrainBench};
 
-use super::{print_line, write_json};
+use super::{print_line, weight_dtype, write_json};
 
 /// Arguments of `engram bench train`.
 #[derive(Args, Debug)]
@@ -81,8 +81,7 @@ pub struct TrainBenchArgs {
 /// Runs `engram bench train`.
 pub fn run(a: TrainBenchArgs) -> Result<()> {
     if let Some(arch) = &a.architecture {
-        let dtype = engram_model::WeightDType::parse(&a.dtype)
-            .with_context(|| format!("--dtype {}: f32, bf16 or f16", a.dtype))?;
+        let dtype = weight_dtype(&a.dtype)?;
         let v = engram_bench::random_train(
             &RandomTrain {
                 architecture: arch,
