@@ -22,6 +22,10 @@ use cubecl::{calculate_cube_count_elemwise, prelude::*};
 /// The most inputs one launch reads (its code is unrolled over them).
 pub const MAX_INPUTS: usize = 16;
 
+/// The work size the launches' cube shape is chosen for (the largest shape the device gives an
+/// element-wise kernel), whatever a launch's length.
+const CUBE_UNITS: usize = 1 << 16;
+
 /// `value`, or `input`'s element at `pos` where `pos` falls in its range from `start`.
 #[cube]
 fn pick(input: &Tensor<f32>, start: usize, pos: usize, value: f32) -> f32 {
@@ -35,9 +39,12 @@ fn pick(input: &Tensor<f32>, start: usize, pos: usize, value: f32) -> f32 {
     out
 }
 
-/// Writes `output[base + pos]` for `pos < len`: the element of the first `n` inputs whose range
-/// holds `pos`, or zero. CubeCL sequences cannot hold tensors, so the inputs are [`MAX_INPUTS`]
-/// parameters (the unused ones bound to the first input and never read).
+/// Writes `output[base + pos]` for `pos < len`: the element of the input whose range holds
+/// `pos`, or zero. CubeCL sequences cannot hold tensors, so the inputs are [`MAX_INPUTS`]
+/// parameters; the unused ones are bound to the first input with a start past `len`, so their
+/// range holds no `pos` and they are never read. How many are used is not a compile-time
+/// constant: one kernel serves every launch (a kernel per count compiled up to 16 variants,
+/// about 0.3 s each on an H200).
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 fn flat_gather_kernel(
@@ -61,58 +68,27 @@ fn flat_gather_kernel(
     output: &mut Tensor<f32>,
     base: usize,
     len: usize,
-    #[comptime] n: usize,
 ) {
     let pos = ABSOLUTE_POS;
     if pos >= len {
         terminate!();
     }
     let mut value = pick(i0, starts[0], pos, 0.0f32);
-    if comptime![n > 1] {
-        value = pick(i1, starts[1], pos, value);
-    }
-    if comptime![n > 2] {
-        value = pick(i2, starts[2], pos, value);
-    }
-    if comptime![n > 3] {
-        value = pick(i3, starts[3], pos, value);
-    }
-    if comptime![n > 4] {
-        value = pick(i4, starts[4], pos, value);
-    }
-    if comptime![n > 5] {
-        value = pick(i5, starts[5], pos, value);
-    }
-    if comptime![n > 6] {
-        value = pick(i6, starts[6], pos, value);
-    }
-    if comptime![n > 7] {
-        value = pick(i7, starts[7], pos, value);
-    }
-    if comptime![n > 8] {
-        value = pick(i8, starts[8], pos, value);
-    }
-    if comptime![n > 9] {
-        value = pick(i9, starts[9], pos, value);
-    }
-    if comptime![n > 10] {
-        value = pick(i10, starts[10], pos, value);
-    }
-    if comptime![n > 11] {
-        value = pick(i11, starts[11], pos, value);
-    }
-    if comptime![n > 12] {
-        value = pick(i12, starts[12], pos, value);
-    }
-    if comptime![n > 13] {
-        value = pick(i13, starts[13], pos, value);
-    }
-    if comptime![n > 14] {
-        value = pick(i14, starts[14], pos, value);
-    }
-    if comptime![n > 15] {
-        value = pick(i15, starts[15], pos, value);
-    }
+    value = pick(i1, starts[1], pos, value);
+    value = pick(i2, starts[2], pos, value);
+    value = pick(i3, starts[3], pos, value);
+    value = pick(i4, starts[4], pos, value);
+    value = pick(i5, starts[5], pos, value);
+    value = pick(i6, starts[6], pos, value);
+    value = pick(i7, starts[7], pos, value);
+    value = pick(i8, starts[8], pos, value);
+    value = pick(i9, starts[9], pos, value);
+    value = pick(i10, starts[10], pos, value);
+    value = pick(i11, starts[11], pos, value);
+    value = pick(i12, starts[12], pos, value);
+    value = pick(i13, starts[13], pos, value);
+    value = pick(i14, starts[14], pos, value);
+    value = pick(i15, starts[15], pos, value);
     output[base + pos] = value;
 }
 
@@ -152,16 +128,16 @@ fn gather_cube(inputs: Vec<CubeTensor>, starts: &[usize], len: usize) -> CubeTen
             group.push(t);
             offs.push(start - base);
         }
-        let n = group.len();
-        for _ in n..MAX_INPUTS {
+        let end = chunks.peek().map_or(len, |(_, s)| *s);
+        let units = end - base;
+        for _ in group.len()..MAX_INPUTS {
             group.push(group[0].clone());
-            offs.push(0);
+            offs.push(units);
         }
         let mut args = group.into_iter().map(CubeTensor::into_tensor_arg);
         let mut arg = || args.next().expect("MAX_INPUTS arguments");
-        let end = chunks.peek().map_or(len, |(_, s)| *s);
-        let units = end - base;
-        let cube_dim = CubeDim::new(&client, units);
+        // One cube shape whatever the length: the shape is part of the compiled kernel.
+        let cube_dim = CubeDim::new(&client, CUBE_UNITS);
         let cube_count = calculate_cube_count_elemwise(&client, units, cube_dim);
         // SAFETY: every read is within its input's shape (the range check above) and every write
         // within `output` (`base + pos < end ≤ len`).
@@ -190,7 +166,6 @@ fn gather_cube(inputs: Vec<CubeTensor>, starts: &[usize], len: usize) -> CubeTen
                 output.clone().into_tensor_arg(),
                 base,
                 units,
-                n,
             );
         }
     }
