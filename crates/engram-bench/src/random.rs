@@ -26,8 +26,9 @@ use burn::tensor::Device;
 use engram_experiments::{human_bytes, lora_parameters, lora_training_bytes};
 use engram_lora::TrainConfig;
 use engram_lora::TrainExample;
-use engram_lora::{LossLog, NonFinite, host_reads};
+use engram_lora::{LossLog, ReadError, host_reads, step_span};
 use engram_lora::{gradients, optimizer};
+use engram_model::is_allocation_failure;
 use engram_model::kernel_cache;
 use engram_model::{
     GenerationConfig, LaunchCounter, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling,
@@ -493,14 +494,28 @@ fn kernels_json<N: Copy + Into<Value>>(tally: &[(String, N)]) -> Vec<Value> {
         .collect()
 }
 
-/// Reads the pending step losses; a non-finite one is an error naming the step.
+/// Reads the pending step losses; a non-finite one is an error naming the step, as is a
+/// device that failed running them (with what to change where it ran out of memory).
 fn read_losses(log: &mut LossLog, rank: usize, dtype: WeightDType) -> Result<()> {
-    log.read().map(|_| ()).map_err(|NonFinite(s)| {
-        anyhow::anyhow!(
+    log.read().map(|_| ()).map_err(|e| match e {
+        ReadError::NonFinite(s) => anyhow::anyhow!(
             "rank {rank}: the loss became {} at step {} (random weights in {dtype:?})",
             s.loss,
             s.step
-        )
+        ),
+        ReadError::Device {
+            first_step,
+            last_step,
+            message,
+        } => anyhow::anyhow!(
+            "rank {rank}: the device failed running {}: {message}{}",
+            step_span(first_step + 1, last_step + 1),
+            if is_allocation_failure(&message) {
+                " — it ran out of memory: try a smaller --batch, --seq-len or rank"
+            } else {
+                ""
+            }
+        ),
     })
 }
 

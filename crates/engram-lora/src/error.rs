@@ -71,6 +71,30 @@ pub enum LoraError {
         /// The learning rate of that step.
         lr: f64,
     },
+    /// The device failed running training steps (out of memory, a kernel that could not
+    /// launch); the run ends there, recorded as `failed`, its checkpoints kept.
+    #[error(
+        "the {device} device failed in epoch {epoch}, {}: {message}{}; {}",
+        crate::losses::step_span(*first_step, *last_step),
+        if *out_of_memory { " — it ran out of memory: lower the batch size, the rank or the examples' length (`engram sweep --dry-run` gives the planner's peak-memory estimate)" } else { "" },
+        match saved { 0 => "no epoch was checkpointed yet".to_string(), k => format!("the newest checkpoint holds epoch {k}, where a resumed run continues") }
+    )]
+    Device {
+        /// The device (`NVIDIA H200`, `llvmpipe (…)`).
+        device: String,
+        /// 1-based epoch.
+        epoch: usize,
+        /// First step whose work was pending when the failure surfaced (1-based).
+        first_step: usize,
+        /// Last such step (1-based).
+        last_step: usize,
+        /// The device's error, one line.
+        message: String,
+        /// Whether it says an allocation failed.
+        out_of_memory: bool,
+        /// Epochs finished and checkpointed.
+        saved: usize,
+    },
     /// A checkpoint to resume from does not belong to this run.
     #[error("{path}: cannot resume: {problem}")]
     Resume {

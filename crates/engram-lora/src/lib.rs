@@ -46,7 +46,7 @@ pub use flat::{ALIGN, AdapterGrads, FlatLayout};
 pub use gguf_adapter::{GgufAdapterSummary, GgufAdapterType, write_gguf_adapter};
 pub use gguf_merge::{MergedGguf, merge_to_gguf};
 pub use loss::{Batch, batch_loss};
-pub use losses::{LossLog, NonFinite, StepLoss, host_reads};
+pub use losses::{LossLog, ReadError, StepLoss, host_reads, step_span};
 pub use merge::merge_to_hf;
 pub use optimizer_state::{
     LEGACY_OPTIMIZER_STATE, OPTIMIZER_STATE, load as load_optimizer_state,

@@ -17,12 +17,25 @@ pub fn host_reads() -> u64 {
     HOST_READS.load(Ordering::Relaxed)
 }
 
-/// Reads `t` to the host as f32 values, counting the read.
-pub(crate) fn read_f32(t: Tensor<1>) -> Vec<f32> {
+/// Reads `t` to the host as f32 values, counting the read; the device's error, in one
+/// line ([`engram_model::device_message`]), where it failed running the work that writes `t`.
+pub(crate) fn read_f32(t: Tensor<1>) -> Result<Vec<f32>, String> {
     HOST_READS.fetch_add(1, Ordering::Relaxed);
-    t.into_data()
+    let data = t
+        .try_into_data()
+        .map_err(|e| engram_model::device_message(&e.to_string()))?;
+    Ok(data
         .try_into_vec_as::<f32>()
-        .expect("a float tensor reads as f32")
+        .expect("a float tensor reads as f32"))
+}
+
+/// Steps `first..=last` (1-based) as words: `step 3`, `steps 3–7`.
+pub fn step_span(first: usize, last: usize) -> String {
+    if first == last {
+        format!("step {first}")
+    } else {
+        format!("steps {first}–{last}")
+    }
 }
 
 /// One optimizer step's loss once read back.
@@ -38,9 +51,21 @@ pub struct StepLoss {
     pub labels: usize,
 }
 
-/// The first step whose loss was not finite.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NonFinite(pub StepLoss);
+/// Why pending losses could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadError {
+    /// The first step whose loss was not finite.
+    NonFinite(StepLoss),
+    /// The device failed running the steps whose losses were pending (or reading them back).
+    Device {
+        /// The first of those steps (0-based, global).
+        first_step: usize,
+        /// The last of them.
+        last_step: usize,
+        /// The device's error, one line ([`engram_model::device_message`]).
+        message: String,
+    },
+}
 
 /// Losses of steps taken but not yet read.
 #[derive(Default)]
@@ -72,19 +97,25 @@ impl LossLog {
     }
 
     /// Reads every pending loss in one transfer, oldest first; the first non-finite one ends
-    /// the read as an error (the steps before it are lost with the run, which ends there).
-    pub fn read(&mut self) -> Result<Vec<StepLoss>, NonFinite> {
+    /// the read as an error (the steps before it are lost with the run, which ends there), as
+    /// does a device that failed running the pending steps (out of memory, a kernel that could
+    /// not launch): on the GPU backends such a failure surfaces here, at the first read after it.
+    pub fn read(&mut self) -> Result<Vec<StepLoss>, ReadError> {
         if self.pending.is_empty() {
             return Ok(Vec::new());
         }
         let (metas, tensors): (Vec<StepLoss>, Vec<Tensor<1>>) =
             std::mem::take(&mut self.pending).into_iter().unzip();
-        let values = read_f32(end_to_end(tensors));
+        let values = read_f32(end_to_end(tensors)).map_err(|message| ReadError::Device {
+            first_step: metas[0].step,
+            last_step: metas[metas.len() - 1].step,
+            message,
+        })?;
         let mut out = Vec::with_capacity(metas.len());
         for (mut m, v) in metas.into_iter().zip(values) {
             m.loss = v as f64;
             if !m.loss.is_finite() {
-                return Err(NonFinite(m));
+                return Err(ReadError::NonFinite(m));
             }
             out.push(m);
         }
@@ -141,7 +172,9 @@ mod tests {
         for (i, v) in [1.0f32, f32::INFINITY, f32::NAN].into_iter().enumerate() {
             log.push(7 + i, 0.5 * i as f64, 1, scalar(v));
         }
-        let NonFinite(s) = log.read().unwrap_err();
+        let Err(ReadError::NonFinite(s)) = log.read() else {
+            panic!("a non-finite loss reads as an error")
+        };
         assert_eq!((s.step, s.lr, s.loss), (8, 0.5, f64::INFINITY));
     }
 
@@ -169,5 +202,36 @@ mod tests {
             "{:?}",
             counter.by_kernel()
         );
+    }
+
+    /// On wgpu, a step whose work the device cannot run (here a buffer larger than llvmpipe
+    /// allocates) fails the read with the device's message and the steps it covers, instead of a
+    /// panic; and the log is empty after it.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn on_wgpu_a_device_failure_is_an_error_naming_the_pending_steps() {
+        let _g = engram_testkit::train_lock();
+        let device = engram_model::testing::wgpu_training_device();
+        let mut log = LossLog::new();
+        let ok = Tensor::<1>::from_data(TensorData::new(vec![1.5f32], [1]), &device);
+        log.push(3, 1e-3, 1, ok);
+        // 2^31 f32 elements: 8 GiB in one buffer, more than any wgpu device here allocates.
+        let huge = Tensor::<1>::ones([1usize << 31], (&device, burn::tensor::DType::F32));
+        log.push(4, 1e-3, 1, huge.sum());
+        let Err(ReadError::Device {
+            first_step,
+            last_step,
+            message,
+        }) = log.read()
+        else {
+            panic!("the read should fail")
+        };
+        assert_eq!((first_step, last_step), (3, 4));
+        assert!(engram_model::is_allocation_failure(&message), "{message}");
+        assert!(
+            !message.contains('\n') && !message.contains("No backtrace"),
+            "{message}"
+        );
+        assert_eq!(log.pending(), 0);
     }
 }

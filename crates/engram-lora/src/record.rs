@@ -50,7 +50,8 @@ impl EpochRecord {
 /// The record of a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrainRecord {
-    /// `running`, `finished`, `diverged` or `stopped` (asked to stop; resumable).
+    /// `running`, `finished`, `diverged`, `stopped` (asked to stop; resumable) or `failed` (the
+    /// device failed; resumable from the last checkpoint).
     pub status: String,
     /// The error that ended the run, if any.
     pub error: Option<String>,

@@ -22,12 +22,13 @@ use crate::config::TrainConfig;
 use crate::epoch_eval::EpochEval;
 use crate::error::{LoraError, Result};
 use crate::examples::{TrainExample, build_examples};
-use crate::losses::{LossLog, NonFinite};
+use crate::losses::{LossLog, ReadError};
 use crate::optimizer_state;
 use crate::peft::save_adapter;
 use crate::record::{EpochRecord, TrainRecord};
 use crate::schedule::LinearSchedule;
 use crate::step::{Unobserved, gradients, optimizer, optimizer_settings, update};
+use engram_model::is_allocation_failure;
 
 /// The trained model (adapters attached) and the record of the run.
 pub struct TrainOutcome {
@@ -310,7 +311,26 @@ impl Trainer<'_> {
                             last_loss = Some(s.loss);
                         }
                     }
-                    Err(NonFinite(s)) => {
+                    Err(ReadError::Device {
+                        first_step,
+                        last_step,
+                        message,
+                    }) => {
+                        let err = LoraError::Device {
+                            device: engram_model::device::describe(&model.device()),
+                            epoch: epoch + 1,
+                            first_step: first_step + 1,
+                            last_step: last_step + 1,
+                            out_of_memory: is_allocation_failure(&message),
+                            message,
+                            saved: run.state.epoch,
+                        };
+                        run.record.status = "failed".into();
+                        run.record.error = Some(err.to_string());
+                        run.write_final_record()?;
+                        return Err(err);
+                    }
+                    Err(ReadError::NonFinite(s)) => {
                         let err = LoraError::NonFiniteLoss {
                             epoch: epoch + 1,
                             step: s.step + 1,

@@ -76,6 +76,18 @@ pub enum ModelError {
     /// A bad argument to generation (empty prompt, a prompt longer than the context...).
     #[error("{0}")]
     Generation(String),
+    /// The device failed running the work (out of memory, a kernel that could not launch);
+    /// it surfaces at the next read back to the host.
+    #[error(
+        "the {device} device failed: {message}{}",
+        if crate::is_allocation_failure(message) { " — it ran out of memory: fewer or shorter prompts at once (a smaller batch) need less" } else { "" }
+    )]
+    DeviceFailed {
+        /// The device (`NVIDIA H200`, `llvmpipe (…)`).
+        device: String,
+        /// Its error, one line ([`crate::device_message`]).
+        message: String,
+    },
     /// Answering was asked to stop ([`engram_io::Stop`]: a signal) and ended between
     /// generation batches; the answers made so far are dropped.
     #[error("stopped by signal {signal} after {answered} of {total} answers")]

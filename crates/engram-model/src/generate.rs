@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use burn::tensor::{DType, Tensor};
+use burn::tensor::{DType, Tensor, TensorData};
 
 use crate::cpu_matmul::{ProductScope, QuantizedProduct};
 use crate::error::{ModelError, Result};
@@ -53,24 +53,33 @@ pub struct Generation {
     pub decode_secs: f64,
 }
 
+/// `t` read back to the host; a device that failed running the work behind it is
+/// [`ModelError::DeviceFailed`].
+fn read<const D: usize, K: burn::tensor::kind::Basic>(t: Tensor<D, K>) -> Result<TensorData> {
+    let device = t.device();
+    t.try_into_data().map_err(|e| ModelError::DeviceFailed {
+        device: crate::device::describe(&device),
+        message: crate::device_message(&e.to_string()),
+    })
+}
+
 /// Greedy argmax per row on the device; only `batch` ids come back to the host.
-fn argmax_rows(logits: Tensor<2>) -> Vec<u32> {
-    let data = logits.cast(DType::F32).argmax(1).into_data();
-    data.try_into_vec_as::<i64>()
+fn argmax_rows(logits: Tensor<2>) -> Result<Vec<u32>> {
+    let data = read(logits.cast(DType::F32).argmax(1))?;
+    Ok(data
+        .try_into_vec_as::<i64>()
         .expect("argmax returns ints")
         .into_iter()
         .map(|x| x as u32)
-        .collect()
+        .collect())
 }
 
-fn host_rows(logits: Tensor<2>) -> Vec<Vec<f32>> {
+fn host_rows(logits: Tensor<2>) -> Result<Vec<Vec<f32>>> {
     let [b, v] = logits.dims();
-    let flat: Vec<f32> = logits
-        .cast(DType::F32)
-        .into_data()
+    let flat: Vec<f32> = read(logits.cast(DType::F32))?
         .try_into_vec_as::<f32>()
         .expect("float logits");
-    (0..b).map(|i| flat[i * v..(i + 1) * v].to_vec()).collect()
+    Ok((0..b).map(|i| flat[i * v..(i + 1) * v].to_vec()).collect())
 }
 
 /// Generates continuations of `prompts` (token ids, no padding) in one batch.
@@ -124,7 +133,7 @@ pub fn forced_logprobs(model: &Llama, prompt: &[u32], forced: &[u32]) -> Result<
     let mut out = Vec::with_capacity(forced.len());
     for (k, &t) in forced.iter().enumerate() {
         let logits = model.logits(hidden.unsqueeze_dim(1)).squeeze_dim::<2>(1);
-        let row = &host_rows(logits)[0];
+        let row = &host_rows(logits)?[0];
         let max = row.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v)) as f64;
         let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
         out.push(row[t as usize] as f64 - max - sum.ln());
@@ -224,9 +233,9 @@ fn decode(
     for step in 0..budget {
         let logits = model.logits(hidden.unsqueeze_dim(1)).squeeze_dim::<2>(1);
         let next: Vec<u32> = if sampler.is_greedy() {
-            argmax_rows(logits)
+            argmax_rows(logits)?
         } else {
-            host_rows(logits)
+            host_rows(logits)?
                 .iter()
                 .map(|r| sampler.pick(r) as u32)
                 .collect()
