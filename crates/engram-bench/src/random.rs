@@ -28,8 +28,8 @@ use engram_lora::TrainConfig;
 use engram_lora::TrainExample;
 use engram_lora::{LossLog, ReadError, host_reads, step_span};
 use engram_lora::{gradients, optimizer};
-use engram_model::is_allocation_failure;
 use engram_model::kernel_cache;
+use engram_model::memory_hint;
 use engram_model::{
     GenerationConfig, LaunchCounter, Llama, LlamaConfig, LoraConfig, LoraTarget, Sampling,
     WeightDType, device_label, device_memory, generate, open_device,
@@ -510,11 +510,7 @@ fn read_losses(log: &mut LossLog, rank: usize, dtype: WeightDType) -> Result<()>
         } => anyhow::anyhow!(
             "rank {rank}: the device failed running {}: {message}{}",
             step_span(first_step + 1, last_step + 1),
-            if is_allocation_failure(&message) {
-                " — it ran out of memory: try a smaller --batch, --seq-len or rank"
-            } else {
-                ""
-            }
+            memory_hint(&message, "try a smaller --batch, --seq-len or rank")
         ),
     })
 }

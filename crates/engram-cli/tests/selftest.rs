@@ -253,6 +253,38 @@ fn bench_train_on_wgpu_times_one_steps_kernels_by_phase() {
     assert!(!out.contains("loaded tests/fixtures/tiny-f32"), "{out}");
 }
 
+/// A device that fails running a `bench train` step is an error naming the rank, the step and
+/// the device's message, exit 1, not a panic of engram's: here a 600,000-token vocabulary, whose
+/// head product needs more cubes along one axis than llvmpipe launches.
+#[cfg(feature = "wgpu")]
+#[test]
+fn bench_train_names_a_device_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(repo().join("tests/fixtures/tiny-f32/config.json")).unwrap(),
+    )
+    .unwrap();
+    cfg["vocab_size"] = 600_000.into();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, cfg.to_string()).unwrap();
+    let out = engram()
+        .args(["bench", "train", "--architecture"])
+        .arg(&path)
+        .args(["--random-weights", "--backend", "wgpu", "--ranks", "4"])
+        .args(["--batch", "2", "--seq-len", "24", "--label-len", "6"])
+        .args(["--steps", "1", "--warmup-steps", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error: rank 4: the device failed running step 1: ")
+            && err.contains("Cube count too big"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked at crates/"), "{err}");
+}
+
 #[test]
 fn random_weight_benchmarks_run_any_architecture() {
     let v = bench_json(

@@ -74,9 +74,8 @@ pub enum LoraError {
     /// The device failed running training steps (out of memory, a kernel that could not
     /// launch); the run ends there, recorded as `failed`, its checkpoints kept.
     #[error(
-        "the {device} device failed in epoch {epoch}, {}: {message}{}; {}",
+        "the {device} device failed in epoch {epoch}, {}: {message}{hint}; {}",
         crate::losses::step_span(*first_step, *last_step),
-        if *out_of_memory { " — it ran out of memory: lower the batch size, the rank or the examples' length (`engram sweep --dry-run` gives the planner's peak-memory estimate)" } else { "" },
         match saved { 0 => "no epoch was checkpointed yet".to_string(), k => format!("the newest checkpoint holds epoch {k}, where a resumed run continues") }
     )]
     Device {
@@ -90,8 +89,8 @@ pub enum LoraError {
         last_step: usize,
         /// The device's error, one line.
         message: String,
-        /// Whether it says an allocation failed.
-        out_of_memory: bool,
+        /// What it says about memory ([`engram_model::memory_hint`]), or empty.
+        hint: String,
         /// Epochs finished and checkpointed.
         saved: usize,
     },

@@ -28,7 +28,10 @@ use crate::peft::save_adapter;
 use crate::record::{EpochRecord, TrainRecord};
 use crate::schedule::LinearSchedule;
 use crate::step::{Unobserved, gradients, optimizer, optimizer_settings, update};
-use engram_model::is_allocation_failure;
+use engram_model::memory_hint;
+
+/// What a run that ran out of device memory can make smaller.
+const LOWER_MEMORY: &str = "lower the batch size, the rank or the examples' length (`engram sweep --dry-run` gives the planner's peak-memory estimate)";
 
 /// The trained model (adapters attached) and the record of the run.
 pub struct TrainOutcome {
@@ -321,7 +324,7 @@ impl Trainer<'_> {
                             epoch: epoch + 1,
                             first_step: first_step + 1,
                             last_step: last_step + 1,
-                            out_of_memory: is_allocation_failure(&message),
+                            hint: memory_hint(&message, LOWER_MEMORY),
                             message,
                             saved: run.state.epoch,
                         };

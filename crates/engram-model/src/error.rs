@@ -80,7 +80,10 @@ pub enum ModelError {
     /// it surfaces at the next read back to the host.
     #[error(
         "the {device} device failed: {message}{}",
-        if crate::is_allocation_failure(message) { " — it ran out of memory: fewer or shorter prompts at once (a smaller batch) need less" } else { "" }
+        crate::memory_hint(
+            message,
+            "fewer or shorter prompts at once (a smaller batch) need less"
+        )
     )]
     DeviceFailed {
         /// The device (`NVIDIA H200`, `llvmpipe (…)`).

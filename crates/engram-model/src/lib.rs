@@ -46,8 +46,8 @@ pub use engram_ops::device::{
 #[doc(hidden)]
 pub use engram_ops::testing;
 pub use engram_ops::{
-    KernelTimes, LaunchCounter, cpu_matmul, device, device_message, is_allocation_failure,
-    kernel_cache, launches, mask, selfcheck,
+    KernelTimes, LaunchCounter, cpu_matmul, device, device_message, kernel_cache, launches, mask,
+    memory_hint, selfcheck,
 };
 pub use error::{ModelError, Result};
 pub use generate::{

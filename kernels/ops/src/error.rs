@@ -46,19 +46,30 @@ pub fn device_message(text: &str) -> String {
     }
 }
 
-/// Whether a device error's text says an allocation failed (out of memory, or a buffer larger
-/// than the device allocates).
-pub fn is_allocation_failure(message: &str) -> bool {
+/// What a device error's text says about memory, as a clause to append to it: a buffer
+/// larger than the device allocates at all (CubeCL's "can't allocate buffer of size"; a limit
+/// of the device, not of the memory left), or memory run out (followed by `lower`: what the
+/// user can make smaller); empty where it says neither.
+pub fn memory_hint(message: &str, lower: &str) -> String {
     let m = message.to_ascii_lowercase();
-    [
-        "can't allocate",
+    if m.contains("can't allocate buffer of size") {
+        " — one buffer is larger than this device allocates at all (a limit of the device, not \
+         of the memory left; software and integrated GPUs allow less): this model's shape needs \
+         another device"
+            .into()
+    } else if [
+        "out of device memory",
         "out of memory",
         "outofmemory",
         "out_of_memory",
-        "allocation failed",
     ]
     .iter()
     .any(|k| m.contains(k))
+    {
+        format!(" — it ran out of memory: {lower}")
+    } else {
+        String::new()
+    }
 }
 
 #[cfg(test)]
@@ -73,8 +84,13 @@ mod tests {
             m,
             "An error happened during execution: Several failures at once: An IO error happened: can't allocate buffer of size: 1050673152"
         );
-        assert!(is_allocation_failure(&m));
-        assert!(!is_allocation_failure("Cube count too big (16, 75000, 1)"));
+        assert!(memory_hint(&m, "x").contains("larger than this device allocates at all"));
+        let oom = "An IO error happened: out of device memory allocating 1024 bytes";
+        assert_eq!(
+            memory_hint(oom, "lower it"),
+            " — it ran out of memory: lower it"
+        );
+        assert_eq!(memory_hint("Cube count too big (16, 75000, 1)", "x"), "");
         assert!(device_message(&"x".repeat(700)).ends_with('…'));
     }
 }

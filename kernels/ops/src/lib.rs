@@ -50,6 +50,6 @@ pub use device::{
     TF32_VAR, available_backends, backend_kind, cuda_compiler, cuda_tf32, device_from_name,
     device_label, device_memory, device_name, is_cpu, open_device,
 };
-pub use error::{DeviceError, device_message, is_allocation_failure};
+pub use error::{DeviceError, device_message, memory_hint};
 pub use kernel_times::{KernelTime, KernelTimes, TimedLaunch};
 pub use launches::LaunchCounter;
