@@ -91,6 +91,25 @@ pub enum ModelError {
         /// Its error, one line ([`crate::device_message`]).
         message: String,
     },
+    /// A weight tensor is larger than the device holds in one buffer: the model cannot be
+    /// loaded there at all (found before anything is loaded).
+    #[error(
+        "{tensor} is {} in {dtype}, more than the {device} device holds in one buffer ({}): this model's shape cannot be loaded there (a limit of the device, not of its free memory); use another device (CUDA, or a discrete GPU's Vulkan driver)",
+        crate::error::mib(*bytes),
+        crate::error::mib(*max)
+    )]
+    BufferTooLarge {
+        /// The tensor (`model.embed_tokens.weight`, or a joined projection).
+        tensor: String,
+        /// Its bytes.
+        bytes: u64,
+        /// Its dtype.
+        dtype: String,
+        /// The device.
+        device: String,
+        /// The most bytes the device holds in one buffer.
+        max: u64,
+    },
     /// Answering was asked to stop ([`engram_io::Stop`]: a signal) and ended between
     /// generation batches; the answers made so far are dropped.
     #[error("stopped by signal {signal} after {answered} of {total} answers")]
@@ -106,3 +125,8 @@ pub enum ModelError {
 
 /// Result alias of this crate.
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;
+
+/// `bytes` in MiB, for messages.
+pub(crate) fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
+}

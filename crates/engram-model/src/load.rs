@@ -92,6 +92,31 @@ fn transpose_bytes(src: &[u8], rows: usize, cols: usize, elem: usize) -> Vec<u8>
     out
 }
 
+/// The largest weight tensor a GPU backend holds for `config` in `dtype`, and its bytes: the
+/// embedding (and head), or a projection joined on the GPU backends (q/k/v, gate/up), each one
+/// buffer (the others are smaller).
+fn largest_weight(config: &LlamaConfig, dtype: DType) -> Option<(String, u64)> {
+    let c = config;
+    let (h, i, v) = (c.hidden_size, c.intermediate_size, c.vocab_size);
+    let q = c.num_attention_heads * c.head_dim;
+    let kv = c.num_key_value_heads * c.head_dim;
+    let layers = c.num_hidden_layers > 0;
+    [
+        ("model.embed_tokens.weight".to_string(), v * h),
+        (
+            "model.layers.*.self_attn.q_proj + k_proj + v_proj (joined)".to_string(),
+            if layers { h * (q + 2 * kv) } else { 0 },
+        ),
+        (
+            "model.layers.*.mlp.gate_proj + up_proj (joined)".to_string(),
+            if layers { h * 2 * i } else { 0 },
+        ),
+    ]
+    .into_iter()
+    .max_by_key(|(_, n)| *n)
+    .map(|(name, n)| (name, (n * dtype.size()) as u64))
+}
+
 impl Loader<'_> {
     /// The checkpoint's tensors (the random source has none).
     fn source(&self) -> &dyn TensorSource {
@@ -268,6 +293,18 @@ impl Llama {
                 device: crate::device::describe(device),
             });
         }
+        if let Some(max) = crate::device::max_buffer_bytes(device)
+            && let Some((tensor, bytes)) = largest_weight(&config, dtype.dtype())
+            && bytes > max
+        {
+            return Err(ModelError::BufferTooLarge {
+                tensor,
+                bytes,
+                dtype: format!("{dtype:?}").to_lowercase(),
+                device: crate::device::describe(device),
+                max,
+            });
+        }
         let l = Loader {
             src,
             device,
@@ -370,5 +407,51 @@ mod tests {
         let big: Vec<u8> = (0..(70 * 45)).map(|x| (x % 251) as u8).collect();
         let t = transpose_bytes(&big, 70, 45, 1);
         assert_eq!(transpose_bytes(&t, 45, 70, 1), big);
+    }
+}
+
+#[cfg(all(test, feature = "wgpu"))]
+mod wgpu_tests {
+    use super::*;
+
+    fn tiny_config() -> LlamaConfig {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/tiny-f32/config.json"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        LlamaConfig::from_hf_json(&v, path).unwrap()
+    }
+
+    /// A weight larger than the device holds in one buffer is refused by name before anything
+    /// is drawn or read: the embedding, or gate/up's joined weight where each half would fit.
+    #[test]
+    fn a_weight_larger_than_one_device_buffer_is_refused_before_loading() {
+        let device = crate::open_device("wgpu").unwrap();
+        let max = crate::device::max_buffer_bytes(&device).expect("a CubeCL device") as usize;
+        let h = tiny_config().hidden_size;
+        let mut wide = tiny_config();
+        wide.vocab_size = max / (h * 4) + 1;
+        let mut mlp = tiny_config();
+        mlp.intermediate_size = max / (h * 4) * 3 / 4;
+        for (cfg, tensor) in [
+            (wide, "model.embed_tokens.weight"),
+            (mlp, "model.layers.*.mlp.gate_proj + up_proj (joined)"),
+        ] {
+            let Err(e) = Llama::random(cfg, WeightDType::F32, &device, 0) else {
+                panic!("{tensor}: should be refused")
+            };
+            let text = e.to_string();
+            assert!(
+                matches!(&e, ModelError::BufferTooLarge { tensor: t, max: m, .. } if t == tensor && *m == max as u64),
+                "{text}"
+            );
+            assert!(
+                text.starts_with(tensor) && text.contains("llvmpipe"),
+                "{text}"
+            );
+        }
+        // The tiny model itself fits.
+        assert!(Llama::random(tiny_config(), WeightDType::F32, &device, 0).is_ok());
     }
 }

@@ -354,6 +354,25 @@ pub fn device_name(_device: &Device) -> Option<String> {
     None
 }
 
+/// The most bytes `device` holds in one buffer: CubeCL's largest memory page, past which an
+/// allocation fails whatever memory is free (llvmpipe's Vulkan limit; a quarter of a CUDA
+/// device's memory). `None` on the CPU backend.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub fn max_buffer_bytes(device: &Device) -> Option<u64> {
+    match device.clone().without_autodiff().as_dispatch() {
+        burn::backend::DispatchDevice::Cube(d) => {
+            Some(d.client().properties().memory.max_page_size)
+        }
+        _ => None,
+    }
+}
+
+/// The most bytes a device holds in one buffer (a build without a GPU backend has no limit).
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+pub fn max_buffer_bytes(_device: &Device) -> Option<u64> {
+    None
+}
+
 /// The memory a backend's device has in all, in bytes, where it can be told without opening
 /// it: a CUDA device's (the driver's `cuDeviceTotalMem`), the machine's for the CPU backend
 /// (`MemTotal`); `None` for wgpu and wherever it cannot be read. `auto` is the backend it opens
