@@ -25,7 +25,9 @@ pub enum DeviceError {
 pub type Result<T, E = DeviceError> = std::result::Result<T, E>;
 
 /// A device error's text as one line: its chain of causes joined by `: `, without the
-/// backtrace placeholders and blank lines CubeCL's errors carry, and at most 600 characters.
+/// backtrace placeholders, blank lines and the records of skipped work ("skipped `Kernel`: it
+/// needed memory …") that CubeCL's errors carry between the failure and its root cause; over
+/// 600 characters, its start and its end (the root cause) around an ellipsis.
 pub fn device_message(text: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for line in text.lines().map(str::trim) {
@@ -34,16 +36,21 @@ pub fn device_message(text: &str) -> String {
             || line == "Asked at:"
             || line == "stack backtrace:"
             || line.starts_with("No backtrace available")
-            || line.starts_with("note: ");
+            || line.starts_with("note: ")
+            || line.starts_with("skipped `")
+            || (line.starts_with('(') && line.contains("skip record"));
         if !noise && parts.last() != Some(&line) {
             parts.push(line);
         }
     }
     let joined = parts.join(": ");
-    match joined.char_indices().nth(600) {
-        Some((cut, _)) => format!("{}…", &joined[..cut]),
-        None => joined,
+    let chars: Vec<char> = joined.chars().collect();
+    if chars.len() <= 600 {
+        return joined;
     }
+    let head: String = chars[..250].iter().collect();
+    let tail: String = chars[chars.len() - 340..].iter().collect();
+    format!("{head} … {tail}")
 }
 
 /// What a device error's text says about memory, as a clause to append to it: a buffer
@@ -78,11 +85,12 @@ mod tests {
 
     #[test]
     fn device_messages_are_one_line_without_backtrace_placeholders() {
-        let text = "An error happened during execution\nCaused by:\n  Several failures at once\nCaused by:\n  An IO error happened\nCaused by:\n  can't allocate buffer of size: 1050673152\nNo backtrace available\nAsked at:\nNo backtrace available\n";
+        // As CubeCL 0.11 words a failed allocation seen from a later read.
+        let text = "An error happened during execution\nCaused by:\n  Several failures at once\nCaused by:\n  The bytes were never written (failure #10, still claiming 32 buffer(s))\n  skipped `FlatGatherKernel`: it needed memory ManagedMemoryId { value: 1250 }, which carried the failure\n  skipped `ElemwiseFuse`: it needed memory ManagedMemoryId { value: 1221 }, which carried the failure\n  (604 older skip record(s) were dropped; the walk may stop before the root)\nCaused by:\n  An IO error happened\nCaused by:\n  can't allocate buffer of size: 1050673152\nNo backtrace available\nAsked at:\nNo backtrace available\n";
         let m = device_message(text);
         assert_eq!(
             m,
-            "An error happened during execution: Several failures at once: An IO error happened: can't allocate buffer of size: 1050673152"
+            "An error happened during execution: Several failures at once: The bytes were never written (failure #10, still claiming 32 buffer(s)): An IO error happened: can't allocate buffer of size: 1050673152"
         );
         assert!(memory_hint(&m, "x").contains("larger than this device allocates at all"));
         let oom = "An IO error happened: out of device memory allocating 1024 bytes";
@@ -91,6 +99,8 @@ mod tests {
             " — it ran out of memory: lower it"
         );
         assert_eq!(memory_hint("Cube count too big (16, 75000, 1)", "x"), "");
-        assert!(device_message(&"x".repeat(700)).ends_with('…'));
+        let long = device_message(&format!("{}\nCaused by:\n  the root", "x".repeat(700)));
+        assert!(long.starts_with("xxx") && long.contains(" … ") && long.ends_with(": the root"));
+        assert!(long.chars().count() < 600, "{long}");
     }
 }

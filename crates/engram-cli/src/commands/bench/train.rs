@@ -99,7 +99,19 @@ pub fn run(a: TrainBenchArgs) -> Result<()> {
             },
             &mut print_line,
         )?;
-        return write_json(a.json.as_deref(), &v);
+        write_json(a.json.as_deref(), &v)?;
+        // A rank that failed is a row of its own (the others measured, the JSON written); the
+        // command still fails, naming it.
+        let failed: Vec<String> = v["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| Some(format!("rank {}: {}", r["rank"], r["failed"].as_str()?)))
+            .collect();
+        if !failed.is_empty() {
+            anyhow::bail!("{}", failed.join("; "));
+        }
+        return Ok(());
     }
     let bench = TrainBench {
         engram: std::env::current_exe()?,
