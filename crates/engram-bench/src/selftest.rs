@@ -86,6 +86,8 @@ struct Check {
     /// The measured value, for files.
     value: f64,
     seconds: f64,
+    /// GPU kernels compiled and autotune decisions made while it ran (none on the CPU).
+    compiled: (u64, u64),
 }
 
 fn load(fixtures: &Path, name: &str, device: &Device) -> Result<(Llama, ChatTokenizer)> {
@@ -278,6 +280,12 @@ fn timed<T>(f: impl FnOnce() -> Result<T>) -> (Result<T>, f64) {
     (r, t0.elapsed().as_secs_f64())
 }
 
+/// GPU kernels compiled and autotune decisions made so far by this process.
+fn compile_work() -> (u64, u64) {
+    let a = engram_model::kernel_cache::activity();
+    (a.compiled, a.autotuned)
+}
+
 fn failed(name: &str, e: anyhow::Error, seconds: f64) -> Check {
     Check {
         name: name.into(),
@@ -285,19 +293,30 @@ fn failed(name: &str, e: anyhow::Error, seconds: f64) -> Check {
         figure: format!("error: {}", engram_io::error_text(e.as_ref())),
         value: f64::NAN,
         seconds,
+        compiled: (0, 0),
     }
 }
 
-/// Says that a check starts (a first run on a GPU compiles its kernels for a while).
-fn starting(out: Out, name: &str) {
+/// Says that a check starts (a first run on a GPU compiles its kernels for a while); returns
+/// the compile work done before it, for [`ended`].
+fn starting(out: Out, name: &str) -> (u64, u64) {
     say!(out, "....  {name}");
+    compile_work()
 }
 
-/// Says how a check ended, as soon as it has.
-fn ended(out: Out, c: Check) -> Check {
+/// Says how a check that started when the process had done `before`'s compile work
+/// ([`starting`]) ended, as soon as it has, with the kernels it compiled where it did.
+fn ended(out: Out, before: (u64, u64), mut c: Check) -> Check {
+    let now = compile_work();
+    c.compiled = (now.0 - before.0, now.1 - before.1);
+    let compiled = match c.compiled {
+        (0, 0) => String::new(),
+        (k, 0) => format!(", {k} GPU kernels compiled"),
+        (k, t) => format!(", {k} GPU kernels compiled, {t} autotune decisions"),
+    };
     say!(
         out,
-        "{}  {:<26} {}  ({:.1} s)",
+        "{}  {:<26} {}  ({:.1} s{compiled})",
         if c.passed { "PASS" } else { "FAIL" },
         c.name,
         c.figure,
@@ -322,9 +341,10 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
     let mut checks = Vec::new();
     for fixture in ["tiny-f32", "tiny-bf16-tied"] {
         let label = format!("logits {fixture}");
-        starting(out, &label);
+        let before = starting(out, &label);
         checks.push(ended(
             out,
+            before,
             match timed(|| logits_check(&a.fixtures, fixture, &device)) {
                 (Ok((worst, same)), s) => Check {
                     name: label,
@@ -335,14 +355,16 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
                     ),
                     value: worst,
                     seconds: s,
+                    compiled: (0, 0),
                 },
                 (Err(e), s) => failed(&label, e, s),
             },
         ));
     }
-    starting(out, "batched generation");
+    let before = starting(out, "batched generation");
     checks.push(ended(
         out,
+        before,
         match timed(|| batching_check(&a.fixtures, &device)) {
             (Ok(differ), s) => Check {
                 name: "batched generation".into(),
@@ -350,12 +372,13 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
                 figure: format!("{differ} of 3 padded rows differ from one-by-one generation"),
                 value: differ as f64,
                 seconds: s,
+                compiled: (0, 0),
             },
             (Err(e), s) => failed("batched generation", e, s),
         },
     ));
-    starting(out, "LoRA step vs CPU");
-    checks.push(ended(out, match timed(|| lora_step_check(&a.fixtures, &device)) {
+    let before = starting(out, "LoRA step vs CPU");
+    checks.push(ended(out, before, match timed(|| lora_step_check(&a.fixtures, &device)) {
         (Ok((d, loss)), s) => Check {
             name: "LoRA step vs CPU".into(),
             passed: d.within_loss(loss, step_tol),
@@ -365,11 +388,12 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
             ),
             value: d.grad_relative,
             seconds: s,
+            compiled: (0, 0),
         },
         (Err(e), s) => failed("LoRA step vs CPU", e, s),
     }));
-    starting(out, "AdamW steps vs CPU");
-    checks.push(ended(out, match timed(|| update_check(&a.fixtures, &device)) {
+    let before = starting(out, "AdamW steps vs CPU");
+    checks.push(ended(out, before, match timed(|| update_check(&a.fixtures, &device)) {
         (Ok((d, moved)), s) => Check {
             name: "AdamW steps vs CPU".into(),
             // AdamW moves an element by about lr a step: a check of factors that did not move
@@ -381,6 +405,7 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
             ),
             value: d,
             seconds: s,
+            compiled: (0, 0),
         },
         (Err(e), s) => failed("AdamW steps vs CPU", e, s),
     }));
@@ -389,9 +414,10 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
         "RoPE+attention+SwiGLU {}",
         format!("{dtype:?}").to_lowercase()
     );
-    starting(out, &label);
+    let before = starting(out, &label);
     checks.push(ended(
         out,
+        before,
         match timed(|| half_kernels_check(&device, dtype)) {
             (Ok(d), s) => Check {
                 name: label,
@@ -402,6 +428,7 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
                 ),
                 value: f64::from(d.worst()),
                 seconds: s,
+                compiled: (0, 0),
             },
             (Err(e), s) => failed(&label, e, s),
         },
@@ -430,6 +457,7 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
                 "name": c.name, "passed": c.passed, "figure": c.figure,
                 "value": if c.value.is_finite() { json!(c.value) } else { json!(null) },
                 "seconds": c.seconds,
+                "kernels_compiled": c.compiled.0, "autotune_decisions": c.compiled.1,
             })).collect::<Vec<_>>(),
             "memory_bytes": if mem_bytes.is_finite() { json!(mem_bytes) } else { json!(null) },
             "kernels": engram_model::kernel_cache::state().map(|_| engram_model::kernel_cache::summary()),

@@ -4,6 +4,7 @@
 
 mod commands;
 mod compile_line;
+mod device_panics;
 mod judge_arg;
 mod loaded;
 mod progress;
@@ -70,6 +71,7 @@ fn main() {
         .stack_size(WORKER_STACK_BYTES)
         .build_global();
     started();
+    device_panics::install();
     compile_line::watch();
     let result = rayon::scope(|_| dispatch(cli.command));
     // Where a GPU backend ran: what it compiled, and any kernel-cache warning not yet shown.
@@ -83,7 +85,11 @@ fn main() {
         if let Some(signals::ExitStatus(code)) = e.downcast_ref() {
             std::process::exit(*code);
         }
-        eprintln!("error: {}", engram_io::error_text(e.as_ref()));
+        let text = engram_io::error_text(e.as_ref());
+        eprintln!("error: {text}");
+        if let Some(cause) = device_panics::last(&text) {
+            eprintln!("  (the GPU device's thread panicked: {cause})");
+        }
         std::process::exit(1);
     }
 }
