@@ -274,41 +274,37 @@ fn memory(device: &Device) -> (String, f64) {
     }
 }
 
-fn timed<T>(f: impl FnOnce() -> Result<T>) -> (Result<T>, f64) {
-    let t0 = Instant::now();
+/// Runs a check's work: its result, seconds, and the GPU kernels compiled and autotune
+/// decisions made meanwhile.
+fn timed<T>(f: impl FnOnce() -> Result<T>) -> (Result<T>, f64, (u64, u64)) {
+    let work = || {
+        let a = engram_model::kernel_cache::activity();
+        (a.compiled, a.autotuned)
+    };
+    let (before, t0) = (work(), Instant::now());
     let r = f();
-    (r, t0.elapsed().as_secs_f64())
+    let (seconds, after) = (t0.elapsed().as_secs_f64(), work());
+    (r, seconds, (after.0 - before.0, after.1 - before.1))
 }
 
-/// GPU kernels compiled and autotune decisions made so far by this process.
-fn compile_work() -> (u64, u64) {
-    let a = engram_model::kernel_cache::activity();
-    (a.compiled, a.autotuned)
-}
-
-fn failed(name: &str, e: anyhow::Error, seconds: f64) -> Check {
+fn failed(name: &str, e: anyhow::Error, seconds: f64, compiled: (u64, u64)) -> Check {
     Check {
         name: name.into(),
         passed: false,
         figure: format!("error: {}", engram_io::error_text(e.as_ref())),
         value: f64::NAN,
         seconds,
-        compiled: (0, 0),
+        compiled,
     }
 }
 
-/// Says that a check starts (a first run on a GPU compiles its kernels for a while); returns
-/// the compile work done before it, for [`ended`].
-fn starting(out: Out, name: &str) -> (u64, u64) {
+/// Says that a check starts (a first run on a GPU compiles its kernels for a while).
+fn starting(out: Out, name: &str) {
     say!(out, "....  {name}");
-    compile_work()
 }
 
-/// Says how a check that started when the process had done `before`'s compile work
-/// ([`starting`]) ended, as soon as it has, with the kernels it compiled where it did.
-fn ended(out: Out, before: (u64, u64), mut c: Check) -> Check {
-    let now = compile_work();
-    c.compiled = (now.0 - before.0, now.1 - before.1);
+/// Says how a check ended, as soon as it has, with the kernels it compiled where it did.
+fn ended(out: Out, c: Check) -> Check {
     let compiled = match c.compiled {
         (0, 0) => String::new(),
         (k, 0) => format!(", {k} GPU kernels compiled"),
@@ -341,12 +337,11 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
     let mut checks = Vec::new();
     for fixture in ["tiny-f32", "tiny-bf16-tied"] {
         let label = format!("logits {fixture}");
-        let before = starting(out, &label);
+        starting(out, &label);
         checks.push(ended(
             out,
-            before,
             match timed(|| logits_check(&a.fixtures, fixture, &device)) {
-                (Ok((worst, same)), s) => Check {
+                (Ok((worst, same)), s, k) => Check {
                     name: label,
                     passed: worst <= logit_tol && same,
                     figure: format!(
@@ -355,31 +350,30 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
                     ),
                     value: worst,
                     seconds: s,
-                    compiled: (0, 0),
+                    compiled: k,
                 },
-                (Err(e), s) => failed(&label, e, s),
+                (Err(e), s, k) => failed(&label, e, s, k),
             },
         ));
     }
-    let before = starting(out, "batched generation");
+    starting(out, "batched generation");
     checks.push(ended(
         out,
-        before,
         match timed(|| batching_check(&a.fixtures, &device)) {
-            (Ok(differ), s) => Check {
+            (Ok(differ), s, k) => Check {
                 name: "batched generation".into(),
                 passed: differ == 0,
                 figure: format!("{differ} of 3 padded rows differ from one-by-one generation"),
                 value: differ as f64,
                 seconds: s,
-                compiled: (0, 0),
+                compiled: k,
             },
-            (Err(e), s) => failed("batched generation", e, s),
+            (Err(e), s, k) => failed("batched generation", e, s, k),
         },
     ));
-    let before = starting(out, "LoRA step vs CPU");
-    checks.push(ended(out, before, match timed(|| lora_step_check(&a.fixtures, &device)) {
-        (Ok((d, loss)), s) => Check {
+    starting(out, "LoRA step vs CPU");
+    checks.push(ended(out, match timed(|| lora_step_check(&a.fixtures, &device)) {
+        (Ok((d, loss)), s, k) => Check {
             name: "LoRA step vs CPU".into(),
             passed: d.within_loss(loss, step_tol),
             figure: format!(
@@ -388,13 +382,13 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
             ),
             value: d.grad_relative,
             seconds: s,
-            compiled: (0, 0),
+            compiled: k,
         },
-        (Err(e), s) => failed("LoRA step vs CPU", e, s),
+        (Err(e), s, k) => failed("LoRA step vs CPU", e, s, k),
     }));
-    let before = starting(out, "AdamW steps vs CPU");
-    checks.push(ended(out, before, match timed(|| update_check(&a.fixtures, &device)) {
-        (Ok((d, moved)), s) => Check {
+    starting(out, "AdamW steps vs CPU");
+    checks.push(ended(out, match timed(|| update_check(&a.fixtures, &device)) {
+        (Ok((d, moved)), s, k) => Check {
             name: "AdamW steps vs CPU".into(),
             // AdamW moves an element by about lr a step: a check of factors that did not move
             // would compare nothing.
@@ -405,21 +399,20 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
             ),
             value: d,
             seconds: s,
-            compiled: (0, 0),
+            compiled: k,
         },
-        (Err(e), s) => failed("AdamW steps vs CPU", e, s),
+        (Err(e), s, k) => failed("AdamW steps vs CPU", e, s, k),
     }));
     let dtype = half_dtype(&a.backend);
     let label = format!(
         "RoPE+attention+SwiGLU {}",
         format!("{dtype:?}").to_lowercase()
     );
-    let before = starting(out, &label);
+    starting(out, &label);
     checks.push(ended(
         out,
-        before,
         match timed(|| half_kernels_check(&device, dtype)) {
-            (Ok(d), s) => Check {
+            (Ok(d), s, k) => Check {
                 name: label,
                 passed: f64::from(d.worst()) <= HALF_KERNEL_TOL,
                 figure: format!(
@@ -428,9 +421,9 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
                 ),
                 value: f64::from(d.worst()),
                 seconds: s,
-                compiled: (0, 0),
+                compiled: k,
             },
-            (Err(e), s) => failed(&label, e, s),
+            (Err(e), s, k) => failed(&label, e, s, k),
         },
     ));
     let (mem_text, mem_bytes) = memory(&device);

@@ -37,14 +37,8 @@ fn set_hook() {
         if !device {
             return default(info);
         }
-        let text = info
-            .payload()
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic without a message".into());
         if let Ok(mut last) = LAST.lock() {
-            *last = Some(text);
+            *last = Some(engram_model::device::panic_text(info.payload()));
         }
     }));
 }
