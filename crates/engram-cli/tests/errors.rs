@@ -48,13 +48,24 @@ fn a_judge_flag_that_the_preset_would_override_is_named_with_it() {
 
 #[test]
 fn a_rank_the_machine_cannot_hold_is_refused_before_the_model_loads() {
+    refused_before_loading("cpu");
+}
+
+/// On wgpu, the planner's figure against the Vulkan adapter's memory (llvmpipe's, here).
+#[cfg(feature = "wgpu")]
+#[test]
+fn a_rank_the_wgpu_device_cannot_hold_is_refused_before_the_model_loads() {
+    refused_before_loading("wgpu");
+}
+
+fn refused_before_loading(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let repo = engram_testkit::repo();
     let out = dir.path().join("out");
     // 2,048 adapter values a rank on the tiny fixture (2 layers of 1,024), at 16 bytes each
     // (f32 weight, gradient, AdamW's two moments): 1,638.4 GB at rank 50 M, plus a few MB.
     let (ok, _, stderr) = run(engram()
-        .args(["train", "--model"])
+        .args(["train", "--backend", backend, "--model"])
         .arg(repo.join("tests/fixtures/tiny-f32"))
         .arg("--facts")
         .arg(repo.join("tests/fixtures/facts/synthetic-20.jsonl"))
@@ -68,11 +79,12 @@ fn a_rank_the_machine_cannot_hold_is_refused_before_the_model_loads() {
         .unwrap_or_else(|| panic!("no error line in {stderr}"));
     assert!(line.contains("rank 50000000 on"), "{line}");
     assert!(
-        line.contains("needs about 1638.4 GB") && line.contains("the cpu device has"),
+        line.contains("needs about 1638.4 GB")
+            && line.contains(&format!("the {backend} device has")),
         "{line}"
     );
     assert!(line.contains("ENGRAM_SKIP_MEMORY_CHECK=1"), "{line}");
-    // Nothing was loaded (no "loaded … on cpu" line) and nothing written.
+    // Nothing was loaded (no "loaded … on …" line) and nothing written.
     assert!(!stderr.contains("loaded "), "{stderr}");
     assert!(!out.exists());
 }

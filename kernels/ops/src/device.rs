@@ -373,10 +373,12 @@ pub fn max_buffer_bytes(_device: &Device) -> Option<u64> {
     None
 }
 
-/// The memory a backend's device has in all, in bytes, where it can be told without opening
-/// it: a CUDA device's (the driver's `cuDeviceTotalMem`), the machine's for the CPU backend
-/// (`MemTotal`); `None` for wgpu and wherever it cannot be read. `auto` is the backend it opens
-/// ([`backend_kind`]).
+/// The memory a backend's device has in all, in bytes: a CUDA device's (the driver's
+/// `cuDeviceTotalMem`, without opening the device), a wgpu device's (the device is opened to
+/// learn which adapter it is, then its largest device-local Vulkan heap is read:
+/// [`crate::vulkan_memory`]), the machine's for the CPU backend (`MemTotal`); `None` wherever it
+/// cannot be told (no driver, no Vulkan loader, two adapters of one name and different sizes).
+/// `auto` is the backend it opens ([`backend_kind`]).
 pub fn device_memory(name: &str) -> Option<u64> {
     let lower = name.to_ascii_lowercase();
     let (kind, index) = match lower.split_once(':') {
@@ -389,8 +391,36 @@ pub fn device_memory(name: &str) -> Option<u64> {
             meminfo_total(&text)
         }
         "cuda" => cuda_memory(index),
+        "wgpu" | "vulkan" => wgpu_memory(name),
         _ => None,
     }
+}
+
+/// The memory of the wgpu device `name` opens: the Vulkan heap of the physical device that has
+/// the opened adapter's name (the machine's memory for a software adapter), else CubeCL's figure
+/// where it gives one (its SPIR-V build; Metal).
+#[cfg(feature = "wgpu")]
+fn wgpu_memory(name: &str) -> Option<u64> {
+    let device = device_from_name(name).ok()?;
+    let opened = quietly(|| match device.without_autodiff().as_dispatch() {
+        burn::backend::DispatchDevice::Cube(d) => {
+            let client = d.client();
+            let props = client.properties();
+            Some((props.identity.name.clone(), props.memory.max_memory()))
+        }
+        _ => None,
+    });
+    let (adapter, told) = opened.ok().flatten()?;
+    let host = device_memory("cpu");
+    crate::vulkan_memory::vulkan_devices()
+        .ok()
+        .and_then(|devices| crate::vulkan_memory::memory_of(&devices, &adapter, host))
+        .or(told)
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_memory(_name: &str) -> Option<u64> {
+    None
 }
 
 /// `MemTotal` of a `/proc/meminfo` text, in bytes.
@@ -531,8 +561,39 @@ mod tests {
         if std::path::Path::new("/proc/meminfo").exists() {
             assert!(device_memory("cpu").is_some_and(|b| b > 1 << 20));
         }
-        assert_eq!(device_memory("wgpu"), None);
+        if !cfg!(feature = "wgpu") {
+            assert_eq!(device_memory("wgpu"), None);
+        }
         assert_eq!(device_memory("auto"), device_memory(&backend_kind("auto")));
+    }
+
+    /// The wgpu device's memory is its Vulkan adapter's (llvmpipe here, a software adapter: the
+    /// machine's memory), the same figure however the device is named.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn a_wgpu_devices_memory_is_its_vulkan_heap() {
+        let Some(bytes) = device_memory("wgpu") else {
+            panic!(
+                "no memory figure for wgpu: {:?}",
+                crate::vulkan_memory::vulkan_devices()
+            );
+        };
+        let name = device_name(&device_from_name("wgpu").unwrap()).unwrap();
+        let devices = crate::vulkan_memory::vulkan_devices().unwrap();
+        let listed = devices.iter().find(|d| d.name == name);
+        let Some(listed) = listed else {
+            panic!("{name} is not among {devices:?}")
+        };
+        let machine = device_memory("cpu").expect("MemTotal");
+        if listed.software {
+            assert_eq!(bytes, machine);
+        } else {
+            assert!(
+                bytes > 256 << 20 && bytes == listed.local_heap,
+                "{listed:?}: {bytes}"
+            );
+        }
+        assert_eq!(device_memory("WGPU"), Some(bytes));
     }
 
     #[test]

@@ -10,9 +10,9 @@
 //! launch. The CPU backend's inference takes one-pass host paths (each op's `cpu` module) and
 //! multiplies by GGUF blocks in place ([`cpu_matmul`], over `engram-kernels`' SIMD). Around
 //! them: opening a backend by name ([`device`]), CubeCL's persistent kernel cache and compile
-//! counting ([`kernel_cache`]), the kernel-launch counter the tests and benches read
-//! ([`launches`]), and the registration of hand-written kernels with Burn's fusion stream
-//! (`cube_op`).
+//! counting ([`kernel_cache`]), a wgpu device's memory for the planner (`vulkan_memory`), the
+//! kernel-launch counter the tests and benches read ([`launches`]), and the registration of
+//! hand-written kernels with Burn's fusion stream (`cube_op`).
 //!
 //! The numerics are transformers' (each op's docs say in which order it computes); the model
 //! that uses them is engram-model's.
@@ -45,6 +45,8 @@ pub mod selfcheck;
 pub mod swiglu;
 #[doc(hidden)]
 pub mod testing;
+#[cfg(feature = "wgpu")]
+pub mod vulkan_memory;
 
 pub use device::{
     TF32_VAR, available_backends, backend_kind, cuda_compiler, cuda_tf32, device_from_name,
