@@ -186,6 +186,11 @@ pub fn clip_factor(model: &Llama, grads: &AdapterGrads, max: f64) -> Option<Tens
     let total = match sums.len() {
         0 => return None,
         1 => sums.pop().expect("one sum"),
+        // The buckets' sums added one to the next (element-wise, which fusion joins), where a
+        // `cat` was one copy each and a `sum` three launches more.
+        _ if matches!(grads, AdapterGrads::Flat { .. }) => {
+            sums.into_iter().reduce(|a, b| a + b).expect("several sums")
+        }
         _ => Tensor::cat(sums, 0).sum(),
     };
     Some(
