@@ -210,9 +210,15 @@ pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
         "launches/step",
         "reads/step"
     );
-    let examples = random_examples(cfg.vocab_size, spec.batch, spec.seq, spec.labels, 1);
-    let group = vec![(0..spec.batch).collect::<Vec<_>>()];
-    let train_cfg = TrainConfig::default();
+    let bench = RankBench {
+        spec,
+        cfg: &cfg,
+        device: &device,
+        peak,
+        examples: random_examples(cfg.vocab_size, spec.batch, spec.seq, spec.labels, 1),
+        group: vec![(0..spec.batch).collect()],
+        train_cfg: TrainConfig::default(),
+    };
     let mut rows = Vec::new();
     for &rank in spec.ranks {
         let adapter = lora_parameters(&cfg, rank, &LoraTarget::ALL, None) as f64;
@@ -237,149 +243,9 @@ pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
         }
         // A rank that fails (a device out of memory, a kernel that cannot launch, a loss that
         // is not finite) is a row of its own; the ranks after it are still measured.
-        let measured = (|| -> Result<Value> {
-            let compiled0 = kernel_cache::activity();
-            let rank_start = Instant::now();
-            let train_device = device.clone().autodiff();
-            let mut model = Llama::random(cfg.clone(), spec.dtype, &train_device, 0)?
-                .with_lora(&LoraConfig::new(rank))?
-                .with_adapter_compute(spec.adapter_compute)?;
-            let mut optim = optimizer(&train_cfg);
-            let mut high = reserved(&device);
-            let mut log = LossLog::new();
-            let built = rank_start.elapsed().as_secs_f64();
-            let mut t0 = Instant::now();
-            let (mut launches, mut reads0) = (None, host_reads());
-            let mut first_step = None;
-            for step in 0..spec.warmup + spec.steps {
-                if step == spec.warmup {
-                    read_losses(&mut log, spec.dtype)?;
-                    let _ = device.sync();
-                    t0 = Instant::now();
-                    launches = LaunchCounter::start(&device);
-                    reads0 = host_reads();
-                }
-                let g = gradients(&model, &examples, &group, (0, None), step, &train_cfg);
-                log.push(step, 1e-4, g.labels, g.loss);
-                model = optim.step(1e-4, model, g.grads);
-                if step == 0 {
-                    // The cold start: the first optimizer step done, its kernels compiled.
-                    read_losses(&mut log, spec.dtype)?;
-                    let _ = device.sync();
-                    first_step = Some(FirstStep {
-                        after_build_s: rank_start.elapsed().as_secs_f64() - built,
-                        after_process_start_s: spec.process_start.elapsed().as_secs_f64(),
-                        compiled: kernel_cache::activity().compiled - compiled0.compiled,
-                    });
-                }
-                if log.pending() >= train_cfg.read_interval() {
-                    read_losses(&mut log, spec.dtype)?;
-                }
-                high = high.max(reserved(&device));
-            }
-            read_losses(&mut log, spec.dtype)?;
-            let _ = device.sync();
-            let secs = t0.elapsed().as_secs_f64().max(1e-9);
-            // The phase breakdown counts kernels: it costs one more step, so only where there are
-            // kernels to count.
-            let mut phases = None;
-            if launches.is_some() {
-                (model, phases) = step_phases(model, &examples, 0, &train_cfg, &mut optim);
-            }
-            let per_step = |n: u64| n as f64 / spec.steps as f64;
-            let by_kernel: Vec<(String, f64)> = launches
-                .as_ref()
-                .map(|c| {
-                    c.by_kernel()
-                        .into_iter()
-                        .map(|(k, n)| (k, per_step(n)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let launches = launches.map(|c| per_step(c.launched()));
-            let reads = per_step(host_reads() - reads0);
-            let tokens = (spec.batch * spec.seq * spec.steps) as f64;
-            let flops = train_step_flops(&cfg, adapter, spec.batch, spec.seq, spec.labels)
-                * spec.steps as f64;
-            let tflops = flops / secs / 1e12;
-            let mfu = peak.map(|p| tflops / p);
-            let (mem, mem_kind) = peak_memory(high);
-            say!(
-                out,
-                "{rank:>5}  {:>12}  {:>10.1}  {:>9.1}  {:>7.2}  {:>10}  {:>14}  {:>12}  {:>9.2}  {:>12}  {:>11.2}",
-                adapter as u64,
-                tokens / secs,
-                1e3 * secs / spec.steps as f64,
-                tflops,
-                mfu.map_or("-".into(), |m| format!("{:.1} %", 100.0 * m)),
-                human_bytes(mem),
-                human_bytes(need),
-                mem / need,
-                launches.map_or("-".into(), |l| format!("{l:.1}")),
-                reads
-            );
-            let compiled = kernel_cache::activity();
-            let kernels_compiled = compiled.compiled - compiled0.compiled;
-            let autotuned = compiled.autotuned - compiled0.autotuned;
-            if let Some(f) = &first_step {
-                say!(
-                    out,
-                    "       model built in {built:.1} s; first step done {:.1} s later ({:.1} s after the process started, {} kernels compiled for it); {kernels_compiled} kernels compiled and {autotuned} autotune decisions for this rank",
-                    f.after_build_s,
-                    f.after_process_start_s,
-                    f.compiled
-                );
-            }
-            if !by_kernel.is_empty() {
-                say!(
-                    out,
-                    "       launches/step by kernel: {}",
-                    top(&by_kernel, 6)
-                );
-            }
-            for p in phases.iter().flatten() {
-                say!(
-                    out,
-                    "       one more step, {:<8} {:>5} launches: {}",
-                    p.name,
-                    p.launches,
-                    top(&p.by_kernel, 4)
-                );
-                say!(out, "{:>35}{}", "", device_time_line(p));
-            }
-            let step_ms = 1e3 * secs / spec.steps as f64;
-            let busy_ms = device_busy_ms(phases.as_deref());
-            if let Some(busy) = busy_ms {
-                // Timing a launch costs the host a round trip, so the phases' own wall times
-                // overstate the device's idling; the timed steps' length is the fair comparison.
-                say!(
-                    out,
-                    "       the device was busy {busy:.1} ms of that step's kernels, {:.0} % of a timed step ({step_ms:.1} ms): {}",
-                    100.0 * busy / step_ms,
-                    bound(busy / step_ms)
-                );
-            }
-            let row = json!({
-                "rank": rank, "adapter_params": adapter as u64, "tokens_per_s": tokens / secs,
-                "step_ms": 1e3 * secs / spec.steps as f64, "tflops": tflops, "mfu": mfu,
-                "peak_memory_bytes": if mem.is_finite() { json!(mem) } else { json!(null) },
-                "memory_kind": mem_kind, "planned_peak_bytes": need,
-                "kernel_launches_per_step": launches,
-                "kernel_launches_by_phase": phases.iter().flatten().map(phase_json).collect::<Vec<_>>(),
-                "device_busy_ms_per_step": busy_ms,
-                "kernel_launches_per_step_by_kernel": kernels_json(&by_kernel),
-                "host_reads_per_step": reads,
-                "model_built_s": built,
-                "first_step_s": first_step.as_ref().map(|f| f.after_build_s),
-                "first_step_after_process_start_s": first_step.as_ref().map(|f| f.after_process_start_s),
-                "kernels_compiled_first_step": first_step.as_ref().map(|f| f.compiled),
-                "kernels_compiled": kernels_compiled,
-                "autotune_decisions": autotuned,
-            });
-            drop(model);
-            drop(optim);
-            Ok(row)
-        })();
+        let measured = bench
+            .time_steps(rank)
+            .map(|timed| bench.report(rank, adapter, need, &timed, out));
         device.memory_cleanup();
         match measured {
             Ok(row) => rows.push(row),
@@ -404,6 +270,212 @@ pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
         "peak_tflops": peak, "rows": rows,
         "kernels": kernel_cache::state().map(|_| kernel_cache::summary()),
     }))
+}
+
+/// What every rank of `bench train --random-weights` shares.
+struct RankBench<'a> {
+    spec: &'a RandomTrain<'a>,
+    cfg: &'a LlamaConfig,
+    device: &'a Device,
+    /// The peak TFLOP/s MFU is taken against.
+    peak: Option<f64>,
+    examples: Vec<TrainExample>,
+    /// The batch: every example.
+    group: Vec<Vec<usize>>,
+    train_cfg: TrainConfig,
+}
+
+/// One rank's timed steps and what was counted beside them.
+struct Timed {
+    /// Seconds the model took to build.
+    built: f64,
+    /// Seconds of the timed steps.
+    secs: f64,
+    /// The first optimizer step (the cold start).
+    first_step: Option<FirstStep>,
+    /// Launches over the timed steps (GPU backends).
+    launches: Option<LaunchCounter>,
+    /// Host reads over the timed steps.
+    reads: u64,
+    /// The allocator's high-water mark.
+    high: Option<u64>,
+    /// One more step's launches by phase, where there are launches to count.
+    phases: Option<Vec<Phase>>,
+    /// Kernels compiled and autotune decisions made for this rank.
+    compiled: u64,
+    autotuned: u64,
+}
+
+impl RankBench<'_> {
+    /// Builds the model at `rank`, runs the warm-up and timed steps (the first one timed as the
+    /// cold start), then one more step by phase.
+    fn time_steps(&self, rank: usize) -> Result<Timed> {
+        let (spec, device, train_cfg) = (self.spec, self.device, &self.train_cfg);
+        let compiled0 = kernel_cache::activity();
+        let rank_start = Instant::now();
+        let train_device = device.clone().autodiff();
+        let mut model = Llama::random(self.cfg.clone(), spec.dtype, &train_device, 0)?
+            .with_lora(&LoraConfig::new(rank))?
+            .with_adapter_compute(spec.adapter_compute)?;
+        let mut optim = optimizer(train_cfg);
+        let mut high = reserved(device);
+        let mut log = LossLog::new();
+        let built = rank_start.elapsed().as_secs_f64();
+        let mut t0 = Instant::now();
+        let (mut launches, mut reads0) = (None, host_reads());
+        let mut first_step = None;
+        for step in 0..spec.warmup + spec.steps {
+            if step == spec.warmup {
+                read_losses(&mut log, spec.dtype)?;
+                let _ = device.sync();
+                t0 = Instant::now();
+                launches = LaunchCounter::start(device);
+                reads0 = host_reads();
+            }
+            let g = gradients(
+                &model,
+                &self.examples,
+                &self.group,
+                (0, None),
+                step,
+                train_cfg,
+            );
+            log.push(step, 1e-4, g.labels, g.loss);
+            model = optim.step(1e-4, model, g.grads);
+            if step == 0 {
+                // The cold start: the first optimizer step done, its kernels compiled.
+                read_losses(&mut log, spec.dtype)?;
+                let _ = device.sync();
+                first_step = Some(FirstStep {
+                    after_build_s: rank_start.elapsed().as_secs_f64() - built,
+                    after_process_start_s: spec.process_start.elapsed().as_secs_f64(),
+                    compiled: kernel_cache::activity().compiled - compiled0.compiled,
+                });
+            }
+            if log.pending() >= train_cfg.read_interval() {
+                read_losses(&mut log, spec.dtype)?;
+            }
+            high = high.max(reserved(device));
+        }
+        read_losses(&mut log, spec.dtype)?;
+        let _ = device.sync();
+        let secs = t0.elapsed().as_secs_f64().max(1e-9);
+        let reads = host_reads() - reads0;
+        // The phase breakdown counts kernels: it costs one more step, so only where there are
+        // kernels to count.
+        let mut phases = None;
+        if launches.is_some() {
+            (_, phases) = step_phases(model, &self.examples, 0, train_cfg, &mut optim);
+        }
+        let compiled = kernel_cache::activity();
+        Ok(Timed {
+            built,
+            secs,
+            first_step,
+            launches,
+            reads,
+            high,
+            phases,
+            compiled: compiled.compiled - compiled0.compiled,
+            autotuned: compiled.autotuned - compiled0.autotuned,
+        })
+    }
+
+    /// `rank`'s row (and the lines below it) handed to `out`, and its figures as JSON.
+    fn report(&self, rank: usize, adapter: f64, need: f64, t: &Timed, out: Out) -> Value {
+        let spec = self.spec;
+        let secs = t.secs;
+        let per_step = |n: u64| n as f64 / spec.steps as f64;
+        let by_kernel: Vec<(String, f64)> = t
+            .launches
+            .as_ref()
+            .map(|c| {
+                c.by_kernel()
+                    .into_iter()
+                    .map(|(k, n)| (k, per_step(n)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let launches = t.launches.as_ref().map(|c| per_step(c.launched()));
+        let reads = per_step(t.reads);
+        let tokens = (spec.batch * spec.seq * spec.steps) as f64;
+        let flops = train_step_flops(self.cfg, adapter, spec.batch, spec.seq, spec.labels)
+            * spec.steps as f64;
+        let tflops = flops / secs / 1e12;
+        let mfu = self.peak.map(|p| tflops / p);
+        let (mem, mem_kind) = peak_memory(t.high);
+        say!(
+            out,
+            "{rank:>5}  {:>12}  {:>10.1}  {:>9.1}  {:>7.2}  {:>10}  {:>14}  {:>12}  {:>9.2}  {:>12}  {:>11.2}",
+            adapter as u64,
+            tokens / secs,
+            1e3 * secs / spec.steps as f64,
+            tflops,
+            mfu.map_or("-".into(), |m| format!("{:.1} %", 100.0 * m)),
+            human_bytes(mem),
+            human_bytes(need),
+            mem / need,
+            launches.map_or("-".into(), |l| format!("{l:.1}")),
+            reads
+        );
+        let (built, kernels_compiled, autotuned) = (t.built, t.compiled, t.autotuned);
+        if let Some(f) = &t.first_step {
+            say!(
+                out,
+                "       model built in {built:.1} s; first step done {:.1} s later ({:.1} s after the process started, {} kernels compiled for it); {kernels_compiled} kernels compiled and {autotuned} autotune decisions for this rank",
+                f.after_build_s,
+                f.after_process_start_s,
+                f.compiled
+            );
+        }
+        if !by_kernel.is_empty() {
+            say!(
+                out,
+                "       launches/step by kernel: {}",
+                top(&by_kernel, 6)
+            );
+        }
+        for p in t.phases.iter().flatten() {
+            say!(
+                out,
+                "       one more step, {:<8} {:>5} launches: {}",
+                p.name,
+                p.launches,
+                top(&p.by_kernel, 4)
+            );
+            say!(out, "{:>35}{}", "", device_time_line(p));
+        }
+        let step_ms = 1e3 * secs / spec.steps as f64;
+        let busy_ms = device_busy_ms(t.phases.as_deref());
+        if let Some(busy) = busy_ms {
+            // Timing a launch costs the host a round trip, so the phases' own wall times
+            // overstate the device's idling; the timed steps' length is the fair comparison.
+            say!(
+                out,
+                "       the device was busy {busy:.1} ms of that step's kernels, {:.0} % of a timed step ({step_ms:.1} ms): {}",
+                100.0 * busy / step_ms,
+                bound(busy / step_ms)
+            );
+        }
+        let first_step = t.first_step.as_ref();
+        json!({
+            "rank": rank, "adapter_params": adapter as u64, "tokens_per_s": tokens / secs,
+            "step_ms": step_ms, "tflops": tflops, "mfu": mfu,
+            "peak_memory_bytes": if mem.is_finite() { json!(mem) } else { json!(null) },
+            "memory_kind": mem_kind, "planned_peak_bytes": need,
+            "kernel_launches_per_step": launches,
+            "kernel_launches_by_phase": t.phases.iter().flatten().map(phase_json).collect::<Vec<_>>(),
+            "device_busy_ms_per_step": busy_ms,
+            "kernel_launches_per_step_by_kernel": kernels_json(&by_kernel),
+            "host_reads_per_step": reads,
+            "model_built_s": built,
+            "first_step_s": first_step.map(|f| f.after_build_s),
+            "first_step_after_process_start_s": first_step.map(|f| f.after_process_start_s),
+            "kernels_compiled_first_step": first_step.map(|f| f.compiled),
+            "kernels_compiled": kernels_compiled,
+            "autotune_decisions": autotuned,
+        })
+    }
 }
 
 /// The cold start of one rank's run: its first optimizer step.
