@@ -359,10 +359,17 @@ pub fn device_name(_device: &Device) -> Option<String> {
 /// device's memory). `None` on the CPU backend.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub fn max_buffer_bytes(device: &Device) -> Option<u64> {
+    cube_properties(device, |p| p.memory.max_page_size)
+}
+
+/// `read` of the properties CubeCL gives `device` (which opens it); `None` on the CPU backend.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn cube_properties<T>(
+    device: &Device,
+    read: impl FnOnce(&cubecl::ir::DeviceProperties) -> T,
+) -> Option<T> {
     match device.clone().without_autodiff().as_dispatch() {
-        burn::backend::DispatchDevice::Cube(d) => {
-            Some(d.client().properties().memory.max_page_size)
-        }
+        burn::backend::DispatchDevice::Cube(d) => Some(read(d.client().properties())),
         _ => None,
     }
 }
@@ -402,13 +409,10 @@ pub fn device_memory(name: &str) -> Option<u64> {
 #[cfg(feature = "wgpu")]
 fn wgpu_memory(name: &str) -> Option<u64> {
     let device = device_from_name(name).ok()?;
-    let opened = quietly(|| match device.without_autodiff().as_dispatch() {
-        burn::backend::DispatchDevice::Cube(d) => {
-            let client = d.client();
-            let props = client.properties();
-            Some((props.identity.name.clone(), props.memory.max_memory()))
-        }
-        _ => None,
+    let opened = quietly(|| {
+        cube_properties(&device, |p| {
+            (p.identity.name.clone(), p.memory.max_memory())
+        })
     });
     let (adapter, told) = opened.ok().flatten()?;
     let host = device_memory("cpu");

@@ -27,7 +27,7 @@ pub const MAX_INPUTS: usize = 16;
 const CUBE_UNITS: usize = 1 << 16;
 
 /// `value`, or `input`'s element at `pos` where `pos` falls in its range `start..end`, `input`
-/// laid out as `[.., cols]` with strides `(row, col)`. The range and layout come from the host as
+/// laid out as `[.., cols]` with strides `(row_stride, col_stride)`. The range and layout come from the host as
 /// scalars, and a launch whose inputs are all contiguous (`strided` false, the usual case)
 /// reads each at its offset in the range with no integer division in its code: with each unit
 /// reading the inputs' metadata and a division and remainder compiled in, the gather of a
@@ -42,8 +42,8 @@ fn pick(
     start: usize,
     end: usize,
     cols: usize,
-    row: usize,
-    col: usize,
+    row_stride: usize,
+    col_stride: usize,
     pos: usize,
     value: f32,
     #[comptime] strided: bool,
@@ -52,7 +52,7 @@ fn pick(
     if pos >= start && pos < end {
         let local = pos - start;
         if comptime![strided] {
-            out = input[(local / cols) * row + (local % cols) * col];
+            out = input[(local / cols) * row_stride + (local % cols) * col_stride];
         } else {
             out = input[local];
         }
@@ -89,8 +89,8 @@ fn flat_gather_kernel(
     starts: Sequence<usize>,
     ends: Sequence<usize>,
     cols: Sequence<usize>,
-    rows: Sequence<usize>,
-    steps: Sequence<usize>,
+    row_strides: Sequence<usize>,
+    col_strides: Sequence<usize>,
     output: &mut Tensor<f32>,
     base: usize,
     len: usize,
@@ -101,52 +101,180 @@ fn flat_gather_kernel(
         terminate!();
     }
     let mut value = pick(
-        i0, starts[0], ends[0], cols[0], rows[0], steps[0], pos, 0.0f32, strided,
+        i0,
+        starts[0],
+        ends[0],
+        cols[0],
+        row_strides[0],
+        col_strides[0],
+        pos,
+        0.0f32,
+        strided,
     );
     value = pick(
-        i1, starts[1], ends[1], cols[1], rows[1], steps[1], pos, value, strided,
+        i1,
+        starts[1],
+        ends[1],
+        cols[1],
+        row_strides[1],
+        col_strides[1],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i2, starts[2], ends[2], cols[2], rows[2], steps[2], pos, value, strided,
+        i2,
+        starts[2],
+        ends[2],
+        cols[2],
+        row_strides[2],
+        col_strides[2],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i3, starts[3], ends[3], cols[3], rows[3], steps[3], pos, value, strided,
+        i3,
+        starts[3],
+        ends[3],
+        cols[3],
+        row_strides[3],
+        col_strides[3],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i4, starts[4], ends[4], cols[4], rows[4], steps[4], pos, value, strided,
+        i4,
+        starts[4],
+        ends[4],
+        cols[4],
+        row_strides[4],
+        col_strides[4],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i5, starts[5], ends[5], cols[5], rows[5], steps[5], pos, value, strided,
+        i5,
+        starts[5],
+        ends[5],
+        cols[5],
+        row_strides[5],
+        col_strides[5],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i6, starts[6], ends[6], cols[6], rows[6], steps[6], pos, value, strided,
+        i6,
+        starts[6],
+        ends[6],
+        cols[6],
+        row_strides[6],
+        col_strides[6],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i7, starts[7], ends[7], cols[7], rows[7], steps[7], pos, value, strided,
+        i7,
+        starts[7],
+        ends[7],
+        cols[7],
+        row_strides[7],
+        col_strides[7],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i8, starts[8], ends[8], cols[8], rows[8], steps[8], pos, value, strided,
+        i8,
+        starts[8],
+        ends[8],
+        cols[8],
+        row_strides[8],
+        col_strides[8],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i9, starts[9], ends[9], cols[9], rows[9], steps[9], pos, value, strided,
+        i9,
+        starts[9],
+        ends[9],
+        cols[9],
+        row_strides[9],
+        col_strides[9],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i10, starts[10], ends[10], cols[10], rows[10], steps[10], pos, value, strided,
+        i10,
+        starts[10],
+        ends[10],
+        cols[10],
+        row_strides[10],
+        col_strides[10],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i11, starts[11], ends[11], cols[11], rows[11], steps[11], pos, value, strided,
+        i11,
+        starts[11],
+        ends[11],
+        cols[11],
+        row_strides[11],
+        col_strides[11],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i12, starts[12], ends[12], cols[12], rows[12], steps[12], pos, value, strided,
+        i12,
+        starts[12],
+        ends[12],
+        cols[12],
+        row_strides[12],
+        col_strides[12],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i13, starts[13], ends[13], cols[13], rows[13], steps[13], pos, value, strided,
+        i13,
+        starts[13],
+        ends[13],
+        cols[13],
+        row_strides[13],
+        col_strides[13],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i14, starts[14], ends[14], cols[14], rows[14], steps[14], pos, value, strided,
+        i14,
+        starts[14],
+        ends[14],
+        cols[14],
+        row_strides[14],
+        col_strides[14],
+        pos,
+        value,
+        strided,
     );
     value = pick(
-        i15, starts[15], ends[15], cols[15], rows[15], steps[15], pos, value, strided,
+        i15,
+        starts[15],
+        ends[15],
+        cols[15],
+        row_strides[15],
+        col_strides[15],
+        pos,
+        value,
+        strided,
     );
     output[base + pos] = value;
 }
@@ -212,7 +340,7 @@ fn gather_cube(inputs: Vec<CubeTensor>, starts: &[usize], len: usize) -> CubeTen
                 seq.push(v);
             }
         }
-        let [offs, ends, cols, rows, steps] = seqs;
+        let [offs, ends, cols, row_strides, col_strides] = seqs;
         let strided = group.iter().any(|t| !row_major(t));
         let mut args = group.into_iter().map(CubeTensor::into_tensor_arg);
         let mut arg = || args.next().expect("MAX_INPUTS arguments");
@@ -245,8 +373,8 @@ fn gather_cube(inputs: Vec<CubeTensor>, starts: &[usize], len: usize) -> CubeTen
                 offs,
                 ends,
                 cols,
-                rows,
-                steps,
+                row_strides,
+                col_strides,
                 output.clone().into_tensor_arg(),
                 base,
                 units,
