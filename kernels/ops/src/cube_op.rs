@@ -71,6 +71,33 @@ pub fn register_many(
     client.register(StreamId::current(), OperationIr::Custom(desc), op)
 }
 
+/// `t`'s fusion tensor where `t` is a plain (not autodiff-tracked) f32 tensor of a CubeCL
+/// backend, `None` elsewhere.
+pub fn plain_f32<const D: usize>(t: &burn::tensor::Tensor<D>) -> Option<FusionTensor<CubeRuntime>> {
+    use burn::backend::{
+        BackendTensor, DispatchAutodiffContext, DispatchTensorKind, TensorMetadata,
+    };
+    let d = t.clone().into_dispatch();
+    if !matches!(d.autodiff, DispatchAutodiffContext::Disabled) || d.kind.dtype() != DType::F32 {
+        return None;
+    }
+    match d.kind {
+        DispatchTensorKind::Cube(BackendTensor::Float(f)) => Some(f),
+        _ => None,
+    }
+}
+
+/// A custom op's output as a plain Burn tensor (not tracked by autodiff).
+pub fn plain_tensor<const D: usize>(t: FusionTensor<CubeRuntime>) -> burn::tensor::Tensor<D> {
+    use burn::backend::{
+        BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind,
+    };
+    burn::tensor::Tensor::from_dispatch(DispatchTensor {
+        kind: DispatchTensorKind::Cube(BackendTensor::Float(t)),
+        autodiff: DispatchAutodiffContext::Disabled,
+    })
+}
+
 /// A contiguous tensor of `like`'s shape and dtype on its device: a kernel's output.
 pub fn empty_like(like: &CubeTensor) -> CubeTensor {
     empty_like_in(like, like.dtype)

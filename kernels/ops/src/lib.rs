@@ -32,6 +32,7 @@ pub mod device;
 mod error;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod flat_gather;
+pub mod graph;
 pub mod kernel_cache;
 pub mod kernel_times;
 pub mod launches;
