@@ -18,7 +18,9 @@
 #                                               batch 8 × 64, 16 labels: tok/s, MFU, memory, the
 #                                               first step's seconds and kernels compiled, where
 #                                               the step's device time goes)
-#   6. engram bench train at the first rank again, in a new process (the warm first step)
+#   6. engram bench train at the first rank again, in a new process (the warm first step), and
+#      then with --graph: the step captured once as a CUDA graph and replayed, beside the same
+#      step run eagerly (their losses compared step by step)
 #   7. the tiny memorization run on the backend and on the CPU (their exact match must agree), and
 #      the backend's adapter loaded by PEFT (peft_check_adapter.py beside --peft-script)
 #   8. engram bench matmul with each other compiler of --compilers (llvm,nvrtc compares the two:
@@ -308,8 +310,12 @@ bench_train() {
 }
 bench_train "" "$first_rank" 150
 
-# A new process on the caches the first one filled: the warm first step.
-[ "$backend" != cpu ] && bench_train " warm" "$first_rank" 50
+# A new process on the caches the first one filled: the warm first step. Then the step captured
+# as a CUDA graph and replayed (a step of its own: a capture that fails costs only this row).
+if [ "$backend" != cpu ]; then
+    bench_train " warm" "$first_rank" 50
+    bench_train " graph" "$first_rank" 90 --graph
+fi
 
 # Correct on the device: the tiny memorization run (its kernels mostly the selftest's, cached).
 head -n 4 tests/fixtures/facts/synthetic-20.jsonl > "$work/facts4.jsonl"
@@ -401,6 +407,8 @@ for f in "$work"/bench_train_*.log; do
     [ -f "$f" ] || continue
     busy=$(grep -h 'the device was busy' "$f" | sed 's/^ *//')
     [ -n "$busy" ] && printf '%-36s %s\n' "$(basename "$f" .log | tr '_' ' ')" "$busy" | tee -a "$log"
+    captured=$(grep -h 'captured step' "$f" | sed 's/^ *//')
+    [ -n "$captured" ] && printf '%-36s %s\n' "$(basename "$f" .log | tr '_' ' ')" "$captured" | tee -a "$log"
 done
 # Each matmul bench's step total, and torch's beside it.
 for f in "$work"/bench_matmul*.log; do

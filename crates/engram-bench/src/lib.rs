@@ -27,6 +27,7 @@ macro_rules! say {
 }
 
 mod batches;
+mod captured;
 mod child;
 mod corpus;
 mod figures;

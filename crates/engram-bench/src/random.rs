@@ -155,6 +155,9 @@ pub struct RandomTrain<'a> {
     pub peak_tflops: Option<f64>,
     /// When the process started: the cold start is timed from it too.
     pub process_start: Instant,
+    /// Also time each rank's step captured once and replayed, beside the same step's code run
+    /// eagerly ([`engram_lora::CapturedStep`]).
+    pub graph: bool,
 }
 
 /// Times LoRA training steps per rank; hands a table row per rank to `out` and returns the
@@ -243,10 +246,29 @@ pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
         }
         // A rank that fails (a device out of memory, a kernel that cannot launch, a loss that
         // is not finite) is a row of its own; the ranks after it are still measured.
-        let measured = bench
+        let mut measured = bench
             .time_steps(rank)
             .map(|timed| bench.report(rank, adapter, need, &timed, out));
         device.memory_cleanup();
+        if spec.graph
+            && let Ok(row) = &mut measured
+        {
+            let steps = spec.steps.max(3);
+            match crate::captured::measure(
+                || bench.model(rank),
+                &bench.examples,
+                &bench.train_cfg,
+                &device,
+                steps,
+            ) {
+                Ok(c) => row["captured"] = c.report(spec.batch * spec.seq, out),
+                Err(e) => {
+                    say!(out, "       captured step failed: {e:#}");
+                    row["captured"] = json!({"failed": format!("{e:#}")});
+                }
+            }
+            device.memory_cleanup();
+        }
         match measured {
             Ok(row) => rows.push(row),
             Err(e) => {
@@ -307,16 +329,23 @@ struct Timed {
 }
 
 impl RankBench<'_> {
+    /// The random model at `rank` on the training device (the same weights every time).
+    fn model(&self, rank: usize) -> Result<Llama> {
+        let train_device = self.device.clone().autodiff();
+        Ok(
+            Llama::random(self.cfg.clone(), self.spec.dtype, &train_device, 0)?
+                .with_lora(&LoraConfig::new(rank))?
+                .with_adapter_compute(self.spec.adapter_compute)?,
+        )
+    }
+
     /// Builds the model at `rank`, runs the warm-up and timed steps (the first one timed as the
     /// cold start), then one more step by phase.
     fn time_steps(&self, rank: usize) -> Result<Timed> {
         let (spec, device, train_cfg) = (self.spec, self.device, &self.train_cfg);
         let compiled0 = kernel_cache::activity();
         let rank_start = Instant::now();
-        let train_device = device.clone().autodiff();
-        let mut model = Llama::random(self.cfg.clone(), spec.dtype, &train_device, 0)?
-            .with_lora(&LoraConfig::new(rank))?
-            .with_adapter_compute(spec.adapter_compute)?;
+        let mut model = self.model(rank)?;
         let mut optim = optimizer(train_cfg);
         let mut high = reserved(device);
         let mut log = LossLog::new();

@@ -79,6 +79,7 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
             "bench matmul llvm",
             "bench train r 8",
             "bench train r 8 warm",
+            "bench train r 8 graph",
             "memorization cuda",
             "memorization cpu",
             "bench matmul nvrtc",
@@ -93,7 +94,7 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
         "{stdout}"
     );
     // NVRTC is run where the machine has it and skipped, named, where it has not.
-    let nvrtc = steps[7].1;
+    let nvrtc = steps[8].1;
     assert!(nvrtc == "ok" || nvrtc == "skipped", "{steps:?}");
     let calls = std::fs::read_to_string(&log).unwrap();
     let call = |starts: &str, has: &str| -> String {
@@ -132,6 +133,10 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
         let line = call("bench matmul", "compiler=nvrtc");
         assert!(cache(&line).ends_with("/matmul-nvrtc"), "{line}");
     }
+    // The captured step: the warm cache, at the first rank.
+    let graph = call("bench train", "--graph");
+    assert!(graph.contains("--ranks 8 "), "{graph}");
+    assert_eq!(cache(&graph), cache(&selftest), "{graph}");
     // f32 matmuls kept in f32 for the last selftest only.
     assert!(call("selftest", "tf32=off").contains("compiler=llvm"));
     assert_eq!(calls.matches("tf32=off").count(), 1, "{calls}");

@@ -175,7 +175,9 @@ fn selftest_passes_on_wgpu() {
 /// `bench train` on wgpu counts one more step's launches by phase and times each on the device
 /// (llvmpipe stamps Vulkan timestamp queries): per phase the timed launches are the launches
 /// counted, in the same order, their by-kernel times add up to the phase's kernel time, and the
-/// device was busy no longer than the phase's wall time.
+/// device was busy no longer than the phase's wall time. With `--graph` the rank's step is also
+/// captured (CubeCL's software graph on wgpu) and replayed beside the same step run eagerly:
+/// their losses agree bit for bit.
 #[cfg(feature = "wgpu")]
 #[test]
 fn bench_train_on_wgpu_times_one_steps_kernels_by_phase() {
@@ -191,11 +193,19 @@ fn bench_train_on_wgpu_times_one_steps_kernels_by_phase() {
                 "2",
                 "--warmup-steps",
                 "1",
+                "--graph",
             ],
         ]
         .concat(),
     );
     let row = &v["rows"][0];
+    let captured = &row["captured"];
+    assert_eq!(captured["graph"], true, "{row}");
+    assert_eq!(captured["steps_compared"], 3, "{row}");
+    assert_eq!(captured["max_loss_diff"].as_f64(), Some(0.0), "{row}");
+    for k in ["replay_step_ms", "eager_step_ms", "replay_tokens_per_s"] {
+        assert!(captured[k].as_f64().unwrap() > 0.0, "{k}: {row}");
+    }
     let phases = row["kernel_launches_by_phase"].as_array().unwrap();
     let names: Vec<&str> = phases
         .iter()

@@ -22,6 +22,7 @@ use burn::module::{Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use engram_model::{Llama, LoraTarget};
+use engram_ops::graph::assign;
 
 use crate::flat::{AdapterGrads, FlatLayout, Slot};
 
@@ -165,26 +166,54 @@ impl AdamW {
     /// `grads` (factors without one, and their state, are left as they are, as torch does).
     /// Nothing is read from the device.
     pub fn step(&mut self, lr: f64, model: Llama, grads: ClippedGradients) -> Llama {
-        let ClippedGradients { grads, clip } = grads;
         self.steps += 1;
-        let t = self.steps as i32;
-        let s = self.settings;
-        let k = Coefficients {
-            decay: 1.0 - lr * s.weight_decay,
-            step_size: lr / (1.0 - s.beta_1.powi(t)),
-            inv_sqrt_correction_2: 1.0 / (1.0 - s.beta_2.powi(t)).sqrt(),
-            beta_1: s.beta_1,
-            beta_2: s.beta_2,
-            epsilon: s.epsilon,
-        };
+        let k = Coefficients::host(&self.settings, lr, self.steps);
+        self.apply(model, grads, &k, false)
+    }
+
+    /// [`AdamW::step`] as a captured step needs it ([`crate::graph`]): the bias corrections are
+    /// computed on the device from `step`, a `[1]` f32 tensor holding this step's number (the
+    /// caller advances it), as `torch.optim.AdamW(capturable=True)` computes them (`1 − βᵗ` in
+    /// f32: off by up to about 6e-5 of `1 − β₂` on the first step, which the host computes in
+    /// f64), and on gathered gradients the new values and moments are written into
+    /// the old buckets' memory ([`engram_ops::graph::assign`]), so that every step reads and
+    /// writes the same buffers. The learning rate is a launch argument: constant over a graph's
+    /// replays.
+    pub fn step_in_place(
+        &mut self,
+        lr: f64,
+        model: Llama,
+        grads: ClippedGradients,
+        step: &Tensor<1>,
+    ) -> Llama {
+        self.steps += 1;
+        let k = Coefficients::device(&self.settings, lr, step);
+        self.apply(model, grads, &k, true)
+    }
+
+    /// Sets the steps taken to what the device took where the host did not see every step (a
+    /// replayed graph's, [`crate::graph`]), so that [`AdamW::steps`] stays the number of
+    /// updates the state holds.
+    pub(crate) fn set_steps(&mut self, steps: u64) {
+        self.steps = steps;
+    }
+
+    fn apply(
+        &mut self,
+        model: Llama,
+        grads: ClippedGradients,
+        k: &Coefficients,
+        in_place: bool,
+    ) -> Llama {
+        let ClippedGradients { grads, clip } = grads;
         match grads {
             AdapterGrads::Flat { layout, buckets } if self.lay_out(&model, &layout) => {
-                self.step_flat(model, buckets, clip, &k)
+                self.step_flat(model, buckets, clip, k, in_place)
             }
             grads => {
                 self.per_factor();
                 let clip: Option<Tensor<2>> = clip.map(|c| c.reshape([1, 1]));
-                self.step_per_factor(model, grads.into_per_factor(), clip.as_ref(), &k)
+                self.step_per_factor(model, grads.into_per_factor(), clip.as_ref(), k)
             }
         }
     }
@@ -258,6 +287,7 @@ impl AdamW {
         grads: Vec<Tensor<1>>,
         clip: Option<Tensor<1>>,
         k: &Coefficients,
+        in_place: bool,
     ) -> Llama {
         let State::Flat {
             layout,
@@ -280,7 +310,16 @@ impl AdamW {
                 Some(c) => g * c.clone(),
                 None => g,
             };
-            let (p, m, v) = update(p, g, old, k);
+            let (p, m, v) = if in_place {
+                let (p2, m2, v2) = update(p.clone(), g, old.clone(), k);
+                match old {
+                    Some((m, v)) => (assign(p, p2), assign(m, m2), assign(v, v2)),
+                    // The first update makes the moments: their buffers are new.
+                    None => (assign(p, p2), m2, v2),
+                }
+            } else {
+                update(p, g, old, k)
+            };
             for (i, slot) in layout.slots.iter().enumerate() {
                 if slot.bucket != b {
                     continue;
@@ -395,12 +434,11 @@ fn update<const D: usize>(
             g.square().mul_scalar(1.0 - k.beta_2),
         ),
     };
-    let denom = v
-        .clone()
-        .sqrt()
-        .mul_scalar(k.inv_sqrt_correction_2)
+    let denom = k
+        .inv_sqrt_correction_2
+        .times(v.clone().sqrt())
         .add_scalar(k.epsilon);
-    let delta = m.clone().mul_scalar(k.step_size) / denom;
+    let delta = k.step_size.times(m.clone()) / denom;
     let p = if k.decay == 1.0 {
         p
     } else {
@@ -412,9 +450,54 @@ fn update<const D: usize>(
 /// The scalars of one step.
 struct Coefficients {
     decay: f64,
-    step_size: f64,
-    inv_sqrt_correction_2: f64,
+    step_size: Scale,
+    inv_sqrt_correction_2: Scale,
     beta_1: f64,
     beta_2: f64,
     epsilon: f64,
+}
+
+impl Coefficients {
+    /// Step `t`'s, computed on the host in f64 (torch's default AdamW).
+    fn host(s: &AdamWSettings, lr: f64, t: u64) -> Self {
+        let t = t as i32;
+        Self {
+            decay: 1.0 - lr * s.weight_decay,
+            step_size: Scale::Host(lr / (1.0 - s.beta_1.powi(t))),
+            inv_sqrt_correction_2: Scale::Host(1.0 / (1.0 - s.beta_2.powi(t)).sqrt()),
+            beta_1: s.beta_1,
+            beta_2: s.beta_2,
+            epsilon: s.epsilon,
+        }
+    }
+
+    /// The step numbered by the device tensor `t` (`[1]`, f32): the bias corrections
+    /// `1 − βᵗ = 1 − exp(t · ln β)` computed on the device in f32.
+    fn device(s: &AdamWSettings, lr: f64, t: &Tensor<1>) -> Self {
+        let correction = |beta: f64| t.clone().mul_scalar(beta.ln()).exp().neg().add_scalar(1.0);
+        Self {
+            decay: 1.0 - lr * s.weight_decay,
+            step_size: Scale::Device(Box::new(correction(s.beta_1).recip().mul_scalar(lr))),
+            inv_sqrt_correction_2: Scale::Device(Box::new(correction(s.beta_2).sqrt().recip())),
+            beta_1: s.beta_1,
+            beta_2: s.beta_2,
+            epsilon: s.epsilon,
+        }
+    }
+}
+
+/// A factor of the update: a host scalar (a launch argument) or a `[1]` device tensor.
+enum Scale {
+    Host(f64),
+    Device(Box<Tensor<1>>),
+}
+
+impl Scale {
+    /// `x` times the factor.
+    fn times<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        match self {
+            Scale::Host(s) => x.mul_scalar(*s),
+            Scale::Device(s) => x * s.as_ref().clone().reshape([1; D]),
+        }
+    }
 }

@@ -25,6 +25,7 @@ mod examples;
 mod flat;
 mod gguf_adapter;
 mod gguf_merge;
+mod graph;
 mod loss;
 mod losses;
 mod merge;
@@ -45,7 +46,8 @@ pub use examples::{TrainExample, build_examples};
 pub use flat::{ALIGN, AdapterGrads, FlatLayout};
 pub use gguf_adapter::{GgufAdapterSummary, GgufAdapterType, write_gguf_adapter};
 pub use gguf_merge::{MergedGguf, merge_to_gguf};
-pub use loss::{Batch, batch_loss};
+pub use graph::CapturedStep;
+pub use loss::{Batch, BatchInputs, batch_loss, inputs_loss};
 pub use losses::{LossLog, ReadError, StepLoss, host_reads, step_span};
 pub use merge::merge_to_hf;
 pub use optimizer_state::{
@@ -60,7 +62,7 @@ pub use probe::{
 };
 pub use record::{EpochRecord, TRAIN_RECORD, TrainRecord};
 pub use step::{
-    StepGradients, StepObserver, StepPhase, Unobserved, clip_factor, gradients, observed_gradients,
-    optimizer, optimizer_settings, update,
+    StepGradients, StepObserver, StepPhase, Unobserved, clip_factor, gradients, inputs_gradients,
+    observed_gradients, optimizer, optimizer_settings, update,
 };
 pub use trainer::{TrainOutcome, Trainer};

@@ -11,7 +11,7 @@
 //! sequence (segment), and its mask — causal inside each sequence, nothing across — is built on
 //! the device from the segments ([`engram_model::mask::segment_mask`]).
 
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Bool, Int, Tensor, TensorData};
 use engram_model::Llama;
 use engram_model::ids_tensor;
 use engram_model::mask::{causal_mask, segment_mask};
@@ -135,42 +135,81 @@ fn int_rows(rows: &[Vec<i64>], device: &burn::tensor::Device) -> Tensor<2, Int> 
     Tensor::from_data(TensorData::new(rows.concat(), shape), device)
 }
 
+/// A batch's device tensors — token ids, rotary tables, mask, the rows that predict a label,
+/// their inverse and the targets — uploaded once, so that a step can run again on the same
+/// buffers: a captured step ([`crate::graph`]) must not write host data to the device while it
+/// is recorded.
+#[derive(Debug, Clone)]
+pub struct BatchInputs {
+    ids: Tensor<2, Int>,
+    cos: Tensor<4>,
+    sin: Tensor<4>,
+    mask: Tensor<4, Bool>,
+    at: Tensor<1, Int>,
+    inverse: Tensor<1, Int>,
+    targets: Tensor<2, Int>,
+}
+
+impl BatchInputs {
+    /// `batch` on `model`'s device.
+    pub fn upload(model: &Llama, batch: &Batch) -> Self {
+        let device = model.device();
+        let b = batch.ids.len();
+        let t = batch.ids.first().map_or(0, Vec::len);
+        let ids = ids_tensor(&batch.ids, &device);
+        let (cos, sin, mask) = match &batch.packing {
+            None => {
+                let positions: Vec<Vec<usize>> = (0..b).map(|_| (0..t).collect()).collect();
+                let (cos, sin) = model.rotary.tables(&positions, &device);
+                (cos, sin, causal_mask(b, t, &device))
+            }
+            Some(p) => {
+                let mask = segment_mask(int_rows(&p.segments, &device));
+                let (cos, sin) = model
+                    .rotary
+                    .gather(int_rows(&p.positions, &device), t, &device);
+                (cos, sin, mask)
+            }
+        };
+        let n = batch.predict_at.len();
+        let at = Tensor::from_data(TensorData::new(batch.predict_at.clone(), [n]), &device);
+        let inverse = Tensor::from_data(
+            TensorData::new(inverse_rows(&batch.predict_at, b * t), [b * t]),
+            &device,
+        );
+        let targets = Tensor::from_data(TensorData::new(batch.targets.clone(), [n, 1]), &device);
+        Self {
+            ids,
+            cos,
+            sin,
+            mask,
+            at,
+            inverse,
+            targets,
+        }
+    }
+}
+
 /// Summed negative log-likelihood of the batch's labels divided by `normalizer` (the label count
 /// of the whole optimizer step), a 1-element tensor on the model's device.
 pub fn batch_loss(model: &Llama, batch: &Batch, normalizer: f64) -> Tensor<1> {
-    let device = model.device();
-    let b = batch.ids.len();
-    let t = batch.ids.first().map_or(0, Vec::len);
-    let ids = ids_tensor(&batch.ids, &device);
-    let hidden = match &batch.packing {
-        // Right padding needs no padding mask: real tokens never attend to later (pad) slots.
-        None => {
-            let positions: Vec<Vec<usize>> = (0..b).map(|_| (0..t).collect()).collect();
-            let mask = causal_mask(b, t, &device);
-            model.forward_rows(ids, &positions, Some(&mask), None)
-        }
-        Some(p) => {
-            let mask = segment_mask(int_rows(&p.segments, &device));
-            let (cos, sin) = model
-                .rotary
-                .gather(int_rows(&p.positions, &device), t, &device);
-            model.forward_rows_at(ids, &cos, &sin, Some(&mask), None)
-        }
-    };
-    let h = hidden.dims()[1];
-    let n = batch.predict_at.len();
-    let at: Tensor<1, Int> =
-        Tensor::from_data(TensorData::new(batch.predict_at.clone(), [n]), &device);
-    let rows = hidden.dims()[0];
-    let inverse: Tensor<1, Int> = Tensor::from_data(
-        TensorData::new(inverse_rows(&batch.predict_at, rows), [rows]),
-        &device,
+    inputs_loss(model, &BatchInputs::upload(model, batch), normalizer)
+}
+
+/// [`batch_loss`] of a batch already on the device: no host data travels.
+pub fn inputs_loss(model: &Llama, inputs: &BatchInputs, normalizer: f64) -> Tensor<1> {
+    let hidden = model.forward_rows_at(
+        inputs.ids.clone(),
+        &inputs.cos,
+        &inputs.sin,
+        Some(&inputs.mask),
+        None,
     );
-    let picked = pick_rows(hidden, at, inverse).reshape([1, n, h]);
+    let h = hidden.dims()[1];
+    let n = inputs.at.dims()[0];
+    let picked = pick_rows(hidden, inputs.at.clone(), inputs.inverse.clone()).reshape([1, n, h]);
     let logits = model.logits(picked).reshape([n, model.config.vocab_size]);
-    let targets: Tensor<2, Int> =
-        Tensor::from_data(TensorData::new(batch.targets.clone(), [n, 1]), &device);
-    label_nll(logits, targets, normalizer)
+    label_nll(logits, inputs.targets.clone(), normalizer)
 }
 
 #[cfg(test)]

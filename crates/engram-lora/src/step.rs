@@ -16,7 +16,7 @@ use crate::adamw::{AdamW, AdamWSettings, ClippedGradients};
 use crate::config::TrainConfig;
 use crate::examples::TrainExample;
 use crate::flat::AdapterGrads;
-use crate::loss::{Batch, batch_loss};
+use crate::loss::{Batch, BatchInputs, inputs_loss};
 
 /// The optimizer settings of every run: `torch.optim.AdamW`'s (β 0.9/0.999, eps 1e-8) with the
 /// run's weight decay.
@@ -125,15 +125,36 @@ pub fn observed_gradients(
         })
         .collect();
     let labels: usize = batches.iter().map(Batch::labels).sum();
+    let tokens = batches.iter().map(|b| b.tokens).sum();
+    let inputs: Vec<BatchInputs> = batches
+        .iter()
+        .map(|b| BatchInputs::upload(model, b))
+        .collect();
+    let device = model.device();
+    let reseed = |micro| device.seed(step_seed(cfg.seed, step, micro));
+    inputs_gradients(model, &inputs, (labels, tokens), reseed, cfg, observer)
+}
+
+/// [`observed_gradients`] over micro-batches already on the device (no host data travels), with
+/// `before(micro)` called before each micro-batch's forward and what it returns held until that
+/// micro-batch's backward is done (the trainer reseeds the backend's generator there; a
+/// captured step keys its dropout masks, [`crate::graph`]). `counts` is the step's `(labels,
+/// tokens)`.
+pub fn inputs_gradients<G>(
+    model: &Llama,
+    inputs: &[BatchInputs],
+    (labels, tokens): (usize, usize),
+    mut before: impl FnMut(usize) -> G,
+    cfg: &TrainConfig,
+    observer: &mut impl StepObserver,
+) -> StepGradients {
     let mut loss: Option<Tensor<1>> = None;
-    let mut tokens = 0;
     let mut accum = GradientsAccumulator::<Llama>::new();
     let mut single = None;
-    let device = model.device();
-    for (micro, batch) in batches.iter().enumerate() {
-        device.seed(step_seed(cfg.seed, step, micro));
+    for (micro, batch) in inputs.iter().enumerate() {
+        let guard = before(micro);
         let l = observer.phase(StepPhase::Forward, || {
-            batch_loss(model, batch, labels as f64)
+            inputs_loss(model, batch, labels as f64)
         });
         let part = l.clone().detach();
         loss = Some(match loss {
@@ -143,12 +164,12 @@ pub fn observed_gradients(
         let grads = observer.phase(StepPhase::Backward, || {
             GradientsParams::from_grads(l.backward(), model)
         });
-        if batches.len() == 1 {
+        drop(guard);
+        if inputs.len() == 1 {
             single = Some(grads);
         } else {
             accum.accumulate(model, grads);
         }
-        tokens += batch.tokens;
     }
     let (grads, clip) = observer.phase(StepPhase::Clip, || {
         let grads = AdapterGrads::gather(model, single.unwrap_or_else(|| accum.grads()));

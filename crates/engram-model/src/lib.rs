@@ -57,6 +57,7 @@ pub use kv_cache::KvCache;
 pub use linear::{Joined, Linear};
 pub use llama::{Llama, ids_tensor};
 pub use load::WeightDType;
+pub use lora::dropout::{KeyScope, keyed_dropout};
 pub use lora::{LoraAdapter, LoraConfig, LoraSettings, LoraTarget};
 pub use sampling::{Sampling, argmax};
 pub use session::{Session, SessionSpec};

@@ -25,6 +25,29 @@ struct Pool {
 
 thread_local! {
     static POOL: RefCell<Option<Pool>> = const { RefCell::new(None) };
+    static KEY: RefCell<Option<Tensor<1>>> = const { RefCell::new(None) };
+}
+
+/// Keeps a dropout key current on this thread ([`keyed_dropout`]); dropping it restores
+/// Burn's generator.
+#[must_use = "the key lasts as long as the scope"]
+pub struct KeyScope(());
+
+impl Drop for KeyScope {
+    fn drop(&mut self) {
+        KEY.with(|k| k.borrow_mut().take());
+    }
+}
+
+/// While the returned scope lives, the pooled dropout masks a training forward draws on this
+/// thread (the GPU backends, [`pool_scope`]) come from the stream keyed by `key`'s value — a
+/// `[1]` f32 device tensor, not tracked by autodiff ([`engram_ops::graph::bernoulli`]) —
+/// instead of Burn's generator, whose seeds are launch arguments: what a captured step needs
+/// so that each replay draws new masks (it advances the key on the device). Burn's `Dropout`
+/// sites the pool does not cover and the CPU backend's host draws are unchanged.
+pub fn keyed_dropout(key: Tensor<1>) -> KeyScope {
+    KEY.with(|k| *k.borrow_mut() = Some(key));
+    KeyScope(())
 }
 
 /// Keeps a forward's dropout pool current on this thread; dropping it discards the pool.
@@ -60,7 +83,11 @@ pub(crate) fn pool_scope(
         .iter()
         .map(|(_, n)| n.div_ceil(POOL_ALIGN) * POOL_ALIGN)
         .sum();
-    let draws = Tensor::<1>::random([total], Distribution::Bernoulli(1.0 - prob), device);
+    let keyed = KEY.with(|k| k.borrow().clone());
+    let draws = match keyed {
+        Some(key) => Tensor::from_inner(engram_ops::graph::bernoulli(&key, total, 1.0 - prob)),
+        None => Tensor::<1>::random([total], Distribution::Bernoulli(1.0 - prob), device),
+    };
     POOL.with(|p| {
         *p.borrow_mut() = Some(Pool {
             draws,

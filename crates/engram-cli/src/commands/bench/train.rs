@@ -73,6 +73,11 @@ pub struct TrainBenchArgs {
     /// collator does.
     #[arg(long)]
     pub pack: bool,
+    /// With --random-weights: also time each rank's step captured once and replayed (a CUDA
+    /// graph; CubeCL's software graph on wgpu) beside the same step run eagerly, and compare
+    /// their losses step by step.
+    #[arg(long, requires = "random_weights")]
+    pub graph: bool,
     /// Also write the figures as JSON to this file (with --random-weights).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -96,6 +101,7 @@ pub fn run(a: TrainBenchArgs) -> Result<()> {
                 steps: a.steps,
                 peak_tflops: a.peak_tflops,
                 process_start: crate::started(),
+                graph: a.graph,
             },
             &mut print_line,
         )?;

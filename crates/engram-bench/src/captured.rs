@@ -1,0 +1,132 @@
+//! `bench train --graph`: a rank's optimizer step captured once and replayed
+//! ([`engram_lora::CapturedStep`]), beside the same step's code run eagerly from the same
+//! random model, with the losses of the two runs compared step by step.
+
+use std::time::Instant;
+
+use anyhow::{Result, ensure};
+use burn::tensor::{Device, Tensor};
+use engram_lora::{Batch, BatchInputs, CapturedStep, TrainConfig, TrainExample, optimizer};
+use engram_model::Llama;
+use serde_json::{Value, json};
+
+use crate::Out;
+
+/// Steps both runs take before the compared ones: the captured run takes them while it is
+/// captured (three warm-up runs; the capture's own run is only recorded).
+const BEFORE: usize = 3;
+
+/// What `--graph` measured for one rank.
+pub(crate) struct Captured {
+    /// Whether replays launched a recorded graph.
+    pub hardware: bool,
+    /// Seconds the capture took (its three warm-up steps included).
+    pub capture_s: f64,
+    /// Milliseconds per replayed step.
+    pub graph_ms: f64,
+    /// Milliseconds per step of the same code run eagerly.
+    pub eager_ms: f64,
+    /// The largest difference between the two runs' losses, step by step.
+    pub max_loss_diff: f64,
+    /// Steps compared (and timed) in each run.
+    pub steps: usize,
+}
+
+impl Captured {
+    /// The lines under the rank's row, and the figures as JSON.
+    pub fn report(&self, tokens_per_step: usize, out: Out) -> Value {
+        let graph_tok_s = tokens_per_step as f64 / (self.graph_ms / 1e3);
+        if self.hardware {
+            say!(
+                out,
+                "       captured step: {:.1} ms a replay ({graph_tok_s:.1} tok/s), the same step run eagerly {:.1} ms: {:.2} ×; captured in {:.1} s; the losses of {} replayed steps and {} eager ones differ by at most {:.2e}",
+                self.graph_ms,
+                self.eager_ms,
+                self.eager_ms / self.graph_ms,
+                self.capture_s,
+                self.steps,
+                self.steps,
+                self.max_loss_diff
+            );
+        } else {
+            say!(
+                out,
+                "       captured step: the capture did not take on this backend (each replay ran the step's code: {:.1} ms, eagerly {:.1} ms)",
+                self.graph_ms,
+                self.eager_ms
+            );
+        }
+        json!({
+            "graph": self.hardware, "capture_s": self.capture_s,
+            "replay_step_ms": self.graph_ms, "replay_tokens_per_s": graph_tok_s,
+            "eager_step_ms": self.eager_ms, "speedup": self.eager_ms / self.graph_ms,
+            "max_loss_diff": if self.hardware { json!(self.max_loss_diff) } else { json!(null) },
+            "steps_compared": self.steps,
+        })
+    }
+}
+
+/// Runs the step of the model `build()` returns over `examples` eagerly, then captured, each
+/// from a fresh model: `BEFORE` steps, then `steps` timed ones whose losses are compared.
+pub(crate) fn measure(
+    build: impl Fn() -> Result<Llama>,
+    examples: &[TrainExample],
+    cfg: &TrainConfig,
+    device: &Device,
+    steps: usize,
+) -> Result<Captured> {
+    let refs: Vec<&TrainExample> = examples.iter().collect();
+    let batch = Batch::new(&refs, 0, None);
+    let run = |graph: bool| -> Result<(f64, f64, bool, Vec<f32>)> {
+        let model = build()?;
+        let inputs = vec![BatchInputs::upload(&model, &batch)];
+        let t0 = Instant::now();
+        let mut step = CapturedStep::new(
+            model,
+            optimizer(cfg),
+            inputs,
+            batch.labels(),
+            cfg,
+            1e-4,
+            graph,
+        );
+        if !graph {
+            for _ in 0..BEFORE {
+                step.replay();
+            }
+        }
+        let _ = device.sync();
+        let capture_s = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let losses: Vec<Tensor<1>> = (0..steps).map(|_| step.replay()).collect();
+        let _ = device.sync();
+        let ms = 1e3 * t0.elapsed().as_secs_f64() / steps as f64;
+        let losses = Tensor::cat(losses, 0)
+            .into_data()
+            .try_into_vec_as::<f32>()
+            .map_err(|e| anyhow::anyhow!("reading the losses: {e:?}"))?;
+        ensure!(
+            losses.iter().all(|l| l.is_finite()),
+            "a captured step's loss is not finite: {losses:?}"
+        );
+        let hardware = step.is_hardware();
+        drop(step.finish());
+        device.memory_cleanup();
+        Ok((capture_s, ms, hardware, losses))
+    };
+    let (_, eager_ms, _, eager) = run(false)?;
+    let (capture_s, graph_ms, hardware, replayed) = run(true)?;
+    let max_loss_diff = eager
+        .iter()
+        .zip(&replayed)
+        .map(|(a, b)| (a - b).abs() as f64)
+        .fold(0.0, f64::max);
+    Ok(Captured {
+        hardware,
+        capture_s,
+        graph_ms,
+        eager_ms,
+        max_loss_diff,
+        steps,
+    })
+}

@@ -1,0 +1,183 @@
+//! One optimizer step captured once and replayed: on CUDA a CUDA graph, on wgpu CubeCL's
+//! software graph (the recorded dispatches re-encoded), elsewhere the step run again. A replay
+//! launches the step's kernels with none of the host work that issues them — Burn's autodiff
+//! tape, fusion's planning, CubeCL's launch path — which on a GPU is most of a small step's
+//! time (an eager 8B step at r 8 issues about 3,000 launches).
+//!
+//! What makes a step replayable ([`engram_ops::graph`]): its batches are uploaded once
+//! ([`BatchInputs`]); the adapters' values and AdamW's moments are written back into the
+//! buffers they were read from ([`AdamW::step_in_place`]); AdamW's bias corrections come from
+//! a step counter on the device, which the step advances; and the dropout masks are drawn from
+//! a stream keyed by that counter ([`engram_model::keyed_dropout`]). Two
+//! deviations from the eager step follow, both on the GPU backends only: the masks are another
+//! stream than Burn's generator draws (the same distribution), and the bias corrections are
+//! rounded in f32 as `torch.optim.AdamW(capturable=True)` rounds them.
+//!
+//! A replay repeats the captured step exactly: the same batches, learning rate and clipping —
+//! what a benchmark's steps are. Training over changing batches would upload each into the
+//! captured buffers first; that is not built yet.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use burn::tensor::{DType, Graph, Tensor, TensorData, capture};
+use engram_model::Llama;
+use engram_model::keyed_dropout;
+use engram_ops::graph::assign;
+
+use crate::adamw::AdamW;
+use crate::config::TrainConfig;
+use crate::loss::BatchInputs;
+use crate::step::{Unobserved, inputs_gradients};
+
+/// Dropout keys per step: micro-batch `i` of step `t` draws the stream `t · KEYS_PER_STEP + i`.
+const KEYS_PER_STEP: f64 = 64.0;
+
+/// What a captured step carries from one run to the next.
+struct Carried {
+    model: Option<Llama>,
+    optim: AdamW,
+    /// The step number, `[1]` f32 on the device (not tracked by autodiff).
+    step: Tensor<1>,
+    /// Times the step's code ran (warm-up runs, the capture, eager replays).
+    runs: u64,
+    /// The optimizer's steps before the first run.
+    first: u64,
+}
+
+type StepFn = Box<dyn FnMut() -> Tensor<1>>;
+
+/// How replays run.
+enum Runner {
+    /// A captured graph (or Burn's fallback, which runs the code again).
+    Graph(Box<Graph<Tensor<1>, StepFn>>),
+    /// The step's code, run again each time (no capture asked for).
+    Eager(StepFn),
+}
+
+/// An optimizer step captured for replay ([`CapturedStep::new`]).
+pub struct CapturedStep {
+    runner: Runner,
+    carried: Rc<RefCell<Carried>>,
+    replays: u64,
+}
+
+impl CapturedStep {
+    /// Captures the optimizer step of `model` over the micro-batches `inputs` (`labels` label
+    /// tokens in all) at learning rate `lr`. Capturing runs the step four times, as real steps
+    /// (Burn's `capture` warms up three times so that every buffer the capture reuses exists),
+    /// so `model` and `optim` are four steps further on when this returns. With `graph` false
+    /// nothing runs now and each replay runs the same step's code: the eager baseline of a
+    /// benchmark, and the reference a test holds replays to.
+    ///
+    /// # Panics
+    /// When `inputs` is empty or a micro-batch has more than 64 of them (the dropout keys of one
+    /// step).
+    pub fn new(
+        model: Llama,
+        optim: AdamW,
+        inputs: Vec<BatchInputs>,
+        labels: usize,
+        cfg: &TrainConfig,
+        lr: f64,
+        graph: bool,
+    ) -> Self {
+        assert!(
+            !inputs.is_empty() && inputs.len() <= KEYS_PER_STEP as usize,
+            "a captured step has 1 to 64 micro-batches"
+        );
+        let device = model.device().inner();
+        let step = Tensor::<1>::from_data(
+            TensorData::new(vec![optim.steps() as f32], [1]),
+            (&device, DType::F32),
+        );
+        let first = optim.steps();
+        let carried = Rc::new(RefCell::new(Carried {
+            model: Some(model),
+            optim,
+            step,
+            runs: 0,
+            first,
+        }));
+        let state = carried.clone();
+        let cfg = cfg.clone();
+        let run: StepFn = Box::new(move || {
+            let mut c = state.borrow_mut();
+            let model = c.model.take().expect("the model between runs");
+            let next = c.step.clone().add_scalar(1.0);
+            c.step = assign(c.step.clone(), next);
+            let step = c.step.clone();
+            let key = |micro: usize| {
+                keyed_dropout(
+                    step.clone()
+                        .mul_scalar(KEYS_PER_STEP)
+                        .add_scalar(micro as f64),
+                )
+            };
+            let g = inputs_gradients(&model, &inputs, (labels, 0), key, &cfg, &mut Unobserved);
+            let model = c.optim.step_in_place(lr, model, g.grads, &step);
+            c.model = Some(model);
+            c.runs += 1;
+            g.loss.inner()
+        });
+        let runner = if graph {
+            Runner::Graph(Box::new(capture(&device, run)))
+        } else {
+            Runner::Eager(run)
+        };
+        Self {
+            runner,
+            carried,
+            replays: 0,
+        }
+    }
+
+    /// Runs the step again: one launch of the recorded graph where the backend has graphs (see
+    /// [`CapturedStep::is_hardware`]), else the step's code. Returns its loss, a `[1]` device
+    /// tensor of its own (the graph's output buffer is copied: the next replay overwrites it).
+    ///
+    /// Safety holds by construction: every buffer the graph reads or writes belongs to the
+    /// model, the optimizer, the batches or the step counter this value owns until
+    /// [`CapturedStep::finish`], and the replay is issued on the thread that captured it.
+    pub fn replay(&mut self) -> Tensor<1> {
+        self.replays += 1;
+        // SAFETY: see above — the captured buffers live as long as `self`, nothing else uses
+        // them, and the replay and the copy of its output are issued from this thread, in order.
+        match &mut self.runner {
+            Runner::Graph(graph) => unsafe { graph.replay() }.clone().mul_scalar(1.0),
+            Runner::Eager(run) => run(),
+        }
+    }
+
+    /// Whether replays launch a recorded graph (`false`: the capture did not take and each
+    /// replay runs the step's code again, which is still correct).
+    pub fn is_hardware(&self) -> bool {
+        matches!(&self.runner, Runner::Graph(g) if g.is_hardware())
+    }
+
+    /// Steps the device has taken since [`CapturedStep::new`]: the runs of the step's code
+    /// that executed and the graph's replays. The capture's own run is recorded, not executed
+    /// (as a CUDA stream capture records), so a captured step is three steps on when `new`
+    /// returns and its first replay takes the fourth.
+    pub fn steps(&self) -> u64 {
+        let runs = self.carried.borrow().runs;
+        if self.is_hardware() {
+            runs - 1 + self.replays
+        } else {
+            runs
+        }
+    }
+
+    /// The model and optimizer after every step taken, the graph dropped.
+    pub fn finish(self) -> (Llama, AdamW) {
+        let steps = self.steps() + self.carried.borrow().first;
+        drop(self.runner);
+        let carried = Rc::try_unwrap(self.carried)
+            .ok()
+            .expect("the graph is dropped")
+            .into_inner();
+        let mut optim = carried.optim;
+        optim.set_steps(steps);
+        (carried.model.expect("the model between runs"), optim)
+    }
+}
