@@ -66,17 +66,18 @@ impl Captured {
     }
 }
 
-/// Runs the step of the model `build()` returns over `examples` eagerly, then captured, each
-/// from a fresh model: `BEFORE` steps, then `steps` timed ones whose losses are compared.
+/// Runs the step of the model `build()` returns over `examples` (padded with `pad`) eagerly,
+/// then captured, each from a fresh model: `BEFORE` steps, then `steps` timed ones whose losses
+/// are compared.
 pub(crate) fn measure(
     build: impl Fn() -> Result<Llama>,
-    examples: &[TrainExample],
+    (examples, pad): (&[TrainExample], u32),
     cfg: &TrainConfig,
     device: &Device,
     steps: usize,
 ) -> Result<Captured> {
     let refs: Vec<&TrainExample> = examples.iter().collect();
-    let batch = Batch::new(&refs, 0, None);
+    let batch = Batch::new(&refs, pad, None);
     let run = |graph: bool| -> Result<(f64, f64, bool, Vec<f32>)> {
         let model = build()?;
         let inputs = vec![BatchInputs::upload(&model, &batch)];

@@ -256,7 +256,7 @@ pub fn random_train(spec: &RandomTrain, out: Out) -> Result<Value> {
             let steps = spec.steps.max(3);
             match crate::captured::measure(
                 || bench.model(rank),
-                &bench.examples,
+                (&bench.examples, 0),
                 &bench.train_cfg,
                 &device,
                 steps,

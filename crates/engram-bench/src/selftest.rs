@@ -14,7 +14,10 @@
 //!    gradients, in the device's half type (bf16; f16 on wgpu, whose WGSL has no bf16; joined
 //!    projections' products in it and in f32) within 3e-2 (relative) of the Burn ops they
 //!    replace — on CUDA the kernels' bf16 code, which no CPU test runs;
-//! 7. the memory the device's allocator holds (or the process's peak RSS on the CPU).
+//! 7. on the GPU backends, a LoRA step (dropout on) captured once as a graph and replayed
+//!    (`engram_lora::CapturedStep`: a CUDA graph; CubeCL's software graph on wgpu) takes the
+//!    same steps as that step's code run eagerly: the same losses, bit for bit;
+//! 8. the memory the device's allocator holds (or the process's peak RSS on the CPU).
 //!
 //! It exits non-zero naming every check that failed.
 
@@ -30,7 +33,8 @@ use engram_lora::{
     ProbeDistance, gradient_probe, host_adapter, probe_distance, update_distance, update_probe,
 };
 use engram_model::{
-    GenerationConfig, Llama, LoraConfig, Sampling, WeightDType, device_label, generate, open_device,
+    GenerationConfig, Llama, LoraConfig, Sampling, WeightDType, device_label, generate, is_cpu,
+    open_device,
 };
 use engram_tokenizer::ChatTokenizer;
 use serde_json::json;
@@ -222,6 +226,28 @@ fn update_check(fixtures: &Path, device: &Device) -> Result<(f64, f64)> {
         update_distance(&cpu, &here, scale),
         update_distance(&start, &cpu, scale),
     ))
+}
+
+/// Steps the captured-step check compares.
+const CAPTURED_STEPS: usize = 4;
+
+/// A LoRA step on the tiny checkpoint (rank 4, dropout on) captured once and replayed
+/// ([`engram_lora::CapturedStep`]) against the same step run eagerly from the same adapters:
+/// whether a graph was recorded, and the largest difference between the two runs' losses.
+fn captured_check(fixtures: &Path, device: &Device) -> Result<(bool, f64)> {
+    let (_, _, examples, pad) = training_inputs(fixtures, device)?;
+    let build = || -> Result<Llama> {
+        let (model, _) = load(fixtures, "tiny-f32", &device.clone().autodiff())?;
+        Ok(model.with_lora(&LoraConfig::new(4).with_init_seed(7))?)
+    };
+    let c = crate::captured::measure(
+        build,
+        (&examples, pad),
+        &engram_lora::TrainConfig::default(),
+        device,
+        CAPTURED_STEPS,
+    )?;
+    Ok((c.hardware, c.max_loss_diff))
 }
 
 /// Relative tolerance of the half-precision kernels against the Burn ops (the unit tests' bf16
@@ -426,6 +452,32 @@ pub fn selftest(a: &Selftest, out: Out) -> Result<()> {
             (Err(e), s, k) => failed(&label, e, s, k),
         },
     ));
+    // A graph of the training step: its replays must take the eager steps bit for bit. The CPU
+    // backend has no graphs, so nothing to check there.
+    if !is_cpu(&device) {
+        let label = "captured step vs eager";
+        starting(out, label);
+        checks.push(ended(
+            out,
+            match timed(|| captured_check(&a.fixtures, &device)) {
+                (Ok((graph, diff)), s, k) => Check {
+                    name: label.into(),
+                    passed: graph && diff == 0.0,
+                    figure: if graph {
+                        format!(
+                            "{CAPTURED_STEPS} replayed steps' losses vs the same steps run eagerly: max |Δloss| {diff:.2e} (= 0)"
+                        )
+                    } else {
+                        "the capture did not take: no graph recorded".into()
+                    },
+                    value: diff,
+                    seconds: s,
+                    compiled: k,
+                },
+                (Err(e), s, k) => failed(label, e, s, k),
+            },
+        ));
+    }
     let (mem_text, mem_bytes) = memory(&device);
     say!(out, "memory: {mem_text}");
     let bad: Vec<&str> = checks

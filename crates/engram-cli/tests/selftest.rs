@@ -34,7 +34,12 @@ fn selftest_with(backend: &str, mut engram: Command) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "selftest on {backend} failed");
-    assert!(stdout.contains("6 of 6 checks passed"), "{stdout}");
+    // The GPU backends also check a captured step against the eager one.
+    let checks = if backend == "cpu" { 6 } else { 7 };
+    assert!(
+        stdout.contains(&format!("{checks} of {checks} checks passed")),
+        "{stdout}"
+    );
     serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap()
 }
 
@@ -166,6 +171,8 @@ fn selftest_passes_on_wgpu() {
     let update = value(&r, "AdamW steps vs CPU");
     eprintln!("wgpu AdamW steps: max |Δfactor| = {update:.2e} of lr × steps");
     assert!(update <= 1e-5);
+    // A captured step's replays against the same steps run eagerly: bit for bit.
+    assert_eq!(value(&r, "captured step vs eager"), 0.0);
     // The kernels' f16 code against the composed ops on llvmpipe.
     let half = value(&r, "RoPE+attention+SwiGLU f16");
     eprintln!("wgpu RoPE+attention+SwiGLU f16: {half:.2e} of max");
