@@ -6,11 +6,13 @@ use std::time::Instant;
 
 use anyhow::{Result, ensure};
 use burn::tensor::{Device, Tensor};
+use engram_experiments::human_bytes;
 use engram_lora::{Batch, BatchInputs, CapturedStep, TrainConfig, TrainExample, optimizer};
 use engram_model::Llama;
 use serde_json::{Value, json};
 
 use crate::Out;
+use crate::random::reserved;
 
 /// Steps both runs take before the compared ones: the captured run takes them while it is
 /// captured (three warm-up runs; the capture's own run is only recorded).
@@ -30,6 +32,9 @@ pub(crate) struct Captured {
     pub max_loss_diff: f64,
     /// Steps compared (and timed) in each run.
     pub steps: usize,
+    /// Bytes the device's allocator held after the eager run's steps and after the replays
+    /// (the graph keeps every buffer it recorded), where the backend says.
+    pub reserved: (Option<u64>, Option<u64>),
 }
 
 impl Captured {
@@ -39,14 +44,22 @@ impl Captured {
         if self.hardware {
             say!(
                 out,
-                "       captured step: {:.1} ms a replay ({graph_tok_s:.1} tok/s), the same step run eagerly {:.1} ms: {:.2} ×; captured in {:.1} s; the losses of {} replayed steps and {} eager ones differ by at most {:.2e}",
+                "       captured step: {:.1} ms a replay ({graph_tok_s:.1} tok/s), the same step run eagerly {:.1} ms: {:.2} ×; captured in {:.1} s; the losses of {} replayed steps and {} eager ones differ by at most {:.2e}{}",
                 self.graph_ms,
                 self.eager_ms,
                 self.eager_ms / self.graph_ms,
                 self.capture_s,
                 self.steps,
                 self.steps,
-                self.max_loss_diff
+                self.max_loss_diff,
+                match self.reserved {
+                    (Some(e), Some(g)) => format!(
+                        "; the allocator held {} replaying, {} eagerly",
+                        human_bytes(g as f64),
+                        human_bytes(e as f64)
+                    ),
+                    _ => String::new(),
+                }
             );
         } else {
             say!(
@@ -62,8 +75,19 @@ impl Captured {
             "eager_step_ms": self.eager_ms, "speedup": self.eager_ms / self.graph_ms,
             "max_loss_diff": if self.hardware { json!(self.max_loss_diff) } else { json!(null) },
             "steps_compared": self.steps,
+            "reserved_bytes_eager": self.reserved.0, "reserved_bytes_replaying": self.reserved.1,
         })
     }
+}
+
+/// One run of [`measure`]: seconds to capture (or to take the first steps), milliseconds a timed
+/// step, whether a graph was recorded, the timed steps' losses, the allocator's bytes after them.
+struct Run {
+    capture_s: f64,
+    ms: f64,
+    hardware: bool,
+    losses: Vec<f32>,
+    held: Option<u64>,
 }
 
 /// Runs the step of the model `build()` returns over `examples` (padded with `pad`) eagerly,
@@ -78,7 +102,7 @@ pub(crate) fn measure(
 ) -> Result<Captured> {
     let refs: Vec<&TrainExample> = examples.iter().collect();
     let batch = Batch::new(&refs, pad, None);
-    let run = |graph: bool| -> Result<(f64, f64, bool, Vec<f32>)> {
+    let run = |graph: bool| -> Result<Run> {
         let model = build()?;
         let inputs = vec![BatchInputs::upload(&model, &batch)];
         let t0 = Instant::now();
@@ -102,6 +126,7 @@ pub(crate) fn measure(
         let losses: Vec<Tensor<1>> = (0..steps).map(|_| step.replay()).collect();
         let _ = device.sync();
         let ms = 1e3 * t0.elapsed().as_secs_f64() / steps as f64;
+        let held = reserved(device);
         let losses = Tensor::cat(losses, 0)
             .into_data()
             .try_into_vec_as::<f32>()
@@ -113,21 +138,29 @@ pub(crate) fn measure(
         let hardware = step.is_hardware();
         drop(step.finish());
         device.memory_cleanup();
-        Ok((capture_s, ms, hardware, losses))
+        Ok(Run {
+            capture_s,
+            ms,
+            hardware,
+            losses,
+            held,
+        })
     };
-    let (_, eager_ms, _, eager) = run(false)?;
-    let (capture_s, graph_ms, hardware, replayed) = run(true)?;
+    let eager = run(false)?;
+    let captured = run(true)?;
     let max_loss_diff = eager
+        .losses
         .iter()
-        .zip(&replayed)
+        .zip(&captured.losses)
         .map(|(a, b)| (a - b).abs() as f64)
         .fold(0.0, f64::max);
     Ok(Captured {
-        hardware,
-        capture_s,
-        graph_ms,
-        eager_ms,
+        hardware: captured.hardware,
+        capture_s: captured.capture_s,
+        graph_ms: captured.ms,
+        eager_ms: eager.ms,
         max_loss_diff,
         steps,
+        reserved: (eager.held, captured.held),
     })
 }

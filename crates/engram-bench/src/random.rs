@@ -74,7 +74,7 @@ pub fn architecture(path: &Path) -> Result<LlamaConfig> {
 }
 
 /// The bytes the device's allocator holds now (`None` where the backend does not say).
-fn reserved(device: &Device) -> Option<u64> {
+pub(crate) fn reserved(device: &Device) -> Option<u64> {
     device.memory_pool_usage().map(|u| u.bytes_reserved)
 }
 

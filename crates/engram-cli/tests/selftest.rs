@@ -210,7 +210,13 @@ fn bench_train_on_wgpu_times_one_steps_kernels_by_phase() {
     assert_eq!(captured["graph"], true, "{row}");
     assert_eq!(captured["steps_compared"], 3, "{row}");
     assert_eq!(captured["max_loss_diff"].as_f64(), Some(0.0), "{row}");
-    for k in ["replay_step_ms", "eager_step_ms", "replay_tokens_per_s"] {
+    for k in [
+        "replay_step_ms",
+        "eager_step_ms",
+        "replay_tokens_per_s",
+        "reserved_bytes_eager",
+        "reserved_bytes_replaying",
+    ] {
         assert!(captured[k].as_f64().unwrap() > 0.0, "{k}: {row}");
     }
     let phases = row["kernel_launches_by_phase"].as_array().unwrap();
