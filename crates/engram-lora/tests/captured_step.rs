@@ -124,7 +124,8 @@ fn on_wgpu_replays_take_the_eager_steps_bit_for_bit() {
         "the adapters"
     );
     assert_eq!((replayed_optim.steps(), eager_optim.steps()), (9, 9));
-    // The dropout key moves with the step: with the same masks every step the run differs.
+    // The masks count: without dropout the same run takes other steps. (The eager run keys each
+    // step's masks anew, so the equality above also shows that the graph's key moves.)
     let (no_dropout, _, _, _) = run(&device, 0.0, true, 6);
     assert_ne!(no_dropout, replayed);
 }
