@@ -14,15 +14,11 @@ use serde_json::{Value, json};
 use crate::Out;
 use crate::random::reserved;
 
-/// Steps both runs take before the compared ones: the captured run takes them while it is
-/// captured (three warm-up runs; the capture's own run is only recorded).
-const BEFORE: usize = 3;
-
 /// What `--graph` measured for one rank.
 pub(crate) struct Captured {
     /// Whether replays launched a recorded graph.
     pub hardware: bool,
-    /// Seconds the capture took (its three warm-up steps included).
+    /// Seconds the capture took (its warm-up steps included).
     pub capture_s: f64,
     /// Milliseconds per replayed step.
     pub graph_ms: f64,
@@ -91,8 +87,8 @@ struct Run {
 }
 
 /// Runs the step of the model `build()` returns over `examples` (padded with `pad`) eagerly,
-/// then captured, each from a fresh model: `BEFORE` steps, then `steps` timed ones whose losses
-/// are compared.
+/// then captured, each from a fresh model: the steps `CapturedStep::new` takes, then `steps`
+/// timed ones whose losses are compared.
 pub(crate) fn measure(
     build: impl Fn() -> Result<Llama>,
     (examples, pad): (&[TrainExample], u32),
@@ -115,11 +111,6 @@ pub(crate) fn measure(
             1e-4,
             graph,
         );
-        if !graph {
-            for _ in 0..BEFORE {
-                step.replay();
-            }
-        }
         let _ = device.sync();
         let capture_s = t0.elapsed().as_secs_f64();
         let t0 = Instant::now();

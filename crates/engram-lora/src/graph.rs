@@ -33,6 +33,12 @@ use crate::step::{Unobserved, inputs_gradients};
 /// Dropout keys per step: micro-batch `i` of step `t` draws the stream `t · KEYS_PER_STEP + i`.
 const KEYS_PER_STEP: f64 = 64.0;
 
+/// Steps taken when [`CapturedStep::new`] returns: Burn's `capture` runs the step three times to
+/// warm up (so that every buffer the recording reuses exists) and then records it without
+/// executing it (as a CUDA stream capture records); an eager step takes as many, so that both
+/// start their replays at the same step.
+const WARM_UP_STEPS: usize = 3;
+
 /// What a captured step carries from one run to the next.
 struct Carried {
     model: Option<Llama>,
@@ -41,8 +47,6 @@ struct Carried {
     step: Tensor<1>,
     /// Times the step's code ran (warm-up runs, the capture, eager replays).
     runs: u64,
-    /// The optimizer's steps before the first run.
-    first: u64,
 }
 
 type StepFn = Box<dyn FnMut() -> Tensor<1>>;
@@ -64,14 +68,14 @@ pub struct CapturedStep {
 
 impl CapturedStep {
     /// Captures the optimizer step of `model` over the micro-batches `inputs` (`labels` label
-    /// tokens in all) at learning rate `lr`. Capturing runs the step four times, as real steps
-    /// (Burn's `capture` warms up three times so that every buffer the capture reuses exists),
-    /// so `model` and `optim` are four steps further on when this returns. With `graph` false
-    /// nothing runs now and each replay runs the same step's code: the eager baseline of a
-    /// benchmark, and the reference a test holds replays to.
+    /// tokens in all) at learning rate `lr`: `model` and `optim` are three real steps further on
+    /// when this returns (Burn's warm-up; four where the backend has no graphs and Burn runs
+    /// the recording too). With `graph` false the step is not captured: it runs its three steps
+    /// and each replay runs the same step's code — the eager baseline of a benchmark, and the
+    /// reference a test holds replays to.
     ///
     /// # Panics
-    /// When `inputs` is empty or a micro-batch has more than 64 of them (the dropout keys of one
+    /// When `inputs` is empty or holds more than 64 micro-batches (the dropout keys of one
     /// step).
     pub fn new(
         model: Llama,
@@ -91,17 +95,15 @@ impl CapturedStep {
             TensorData::new(vec![optim.steps() as f32], [1]),
             (&device, DType::F32),
         );
-        let first = optim.steps();
         let carried = Rc::new(RefCell::new(Carried {
             model: Some(model),
             optim,
             step,
             runs: 0,
-            first,
         }));
         let state = carried.clone();
         let cfg = cfg.clone();
-        let run: StepFn = Box::new(move || {
+        let mut run: StepFn = Box::new(move || {
             let mut c = state.borrow_mut();
             let model = c.model.take().expect("the model between runs");
             let next = c.step.clone().add_scalar(1.0);
@@ -123,6 +125,9 @@ impl CapturedStep {
         let runner = if graph {
             Runner::Graph(Box::new(capture(&device, run)))
         } else {
+            for _ in 0..WARM_UP_STEPS {
+                run();
+            }
             Runner::Eager(run)
         };
         Self {
@@ -155,10 +160,9 @@ impl CapturedStep {
         matches!(&self.runner, Runner::Graph(g) if g.is_hardware())
     }
 
-    /// Steps the device has taken since [`CapturedStep::new`]: the runs of the step's code
-    /// that executed and the graph's replays. The capture's own run is recorded, not executed
-    /// (as a CUDA stream capture records), so a captured step is three steps on when `new`
-    /// returns and its first replay takes the fourth.
+    /// Steps the device has taken since [`CapturedStep::new`] began: the runs of the step's code
+    /// that executed and the graph's replays. A graph's recording run is not executed
+    /// (see `new`), so its first replay takes the fourth step.
     pub fn steps(&self) -> u64 {
         let runs = self.carried.borrow().runs;
         if self.is_hardware() {
@@ -170,14 +174,16 @@ impl CapturedStep {
 
     /// The model and optimizer after every step taken, the graph dropped.
     pub fn finish(self) -> (Llama, AdamW) {
-        let steps = self.steps() + self.carried.borrow().first;
+        let taken = self.steps();
         drop(self.runner);
         let carried = Rc::try_unwrap(self.carried)
             .ok()
             .expect("the graph is dropped")
             .into_inner();
+        // The optimizer counted every run of the step's code, the recording included, and no
+        // replay of a graph.
         let mut optim = carried.optim;
-        optim.set_steps(steps);
+        optim.set_steps(optim.steps() - carried.runs + taken);
         (carried.model.expect("the model between runs"), optim)
     }
 }

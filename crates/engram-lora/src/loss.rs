@@ -158,6 +158,7 @@ impl BatchInputs {
         let t = batch.ids.first().map_or(0, Vec::len);
         let ids = ids_tensor(&batch.ids, &device);
         let (cos, sin, mask) = match &batch.packing {
+            // Right padding needs no padding mask: real tokens never attend to later (pad) slots.
             None => {
                 let positions: Vec<Vec<usize>> = (0..b).map(|_| (0..t).collect()).collect();
                 let (cos, sin) = model.rotary.tables(&positions, &device);

@@ -101,19 +101,6 @@ impl Llama {
         self.forward_hidden_at(tokens, &cos, &sin, mask, cache)
     }
 
-    /// As [`Llama::forward_hidden`], the hidden states as rows, `[batch · seq, hidden]` (row
-    /// `b · seq + t`).
-    pub fn forward_rows(
-        &self,
-        tokens: Tensor<2, Int>,
-        positions: &[Vec<usize>],
-        mask: Option<&Tensor<4, Bool>>,
-        cache: Option<&mut KvCache>,
-    ) -> Tensor<2> {
-        let (cos, sin) = self.rotary.tables(positions, &tokens.device());
-        self.forward_rows_at(tokens, &cos, &sin, mask, cache)
-    }
-
     /// As [`Llama::forward_hidden`], with the rotary tables given (`[batch or 1, seq, 1,
     /// head_dim]`, `sin` signed: [`crate::rope`]; e.g. from [`Rotary::gather`]).
     pub fn forward_hidden_at(

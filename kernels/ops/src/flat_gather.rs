@@ -12,12 +12,11 @@
 //! (`crate::cube_op::register`), so it runs in stream order after the kernels that
 //! produce the gradients.
 
-use burn::backend::{
-    BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind, TensorMetadata,
-};
 use burn::tensor::{DType, Shape, Tensor as BurnTensor};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{calculate_cube_count_elemwise, prelude::*};
+
+use crate::cube_op::{plain_f32, plain_tensor};
 
 /// The most inputs one launch reads (its code is unrolled over them).
 pub const MAX_INPUTS: usize = 16;
@@ -394,23 +393,12 @@ pub fn gather(
     len: usize,
 ) -> Result<BurnTensor<1>, Vec<BurnTensor<2>>> {
     assert_eq!(inputs.len(), starts.len(), "one start per input");
-    let plain = !inputs.is_empty()
-        && inputs.iter().all(|t| {
-            let d = t.clone().into_dispatch();
-            matches!(d.autodiff, DispatchAutodiffContext::Disabled)
-                && matches!(d.kind, DispatchTensorKind::Cube(BackendTensor::Float(_)))
-                && d.kind.dtype() == DType::F32
-        });
-    if !plain {
+    let fused: Option<Vec<_>> = inputs.iter().map(plain_f32).collect();
+    let Some(fused) = fused.filter(|f| !f.is_empty()) else {
         return Err(inputs);
-    }
-    let fused = inputs
-        .into_iter()
-        .map(|t| match t.into_dispatch().kind {
-            DispatchTensorKind::Cube(BackendTensor::Float(f)) => f,
-            _ => unreachable!("checked above"),
-        })
-        .collect();
+    };
+    // Handed to the op alone, as the gradients' last users (fusion may then free them after it).
+    drop(inputs);
     let starts = starts.to_vec();
     let out = crate::cube_op::register(
         "engram_flat_gather",
@@ -419,10 +407,7 @@ pub fn gather(
         DType::F32,
         move |inputs| gather_cube(inputs, &starts, len),
     );
-    Ok(BurnTensor::from_dispatch(DispatchTensor {
-        kind: DispatchTensorKind::Cube(BackendTensor::Float(out)),
-        autodiff: DispatchAutodiffContext::Disabled,
-    }))
+    Ok(plain_tensor(out))
 }
 
 #[cfg(all(test, feature = "wgpu"))]

@@ -40,8 +40,7 @@ pub fn bernoulli(counter: &Tensor<1>, len: usize, keep: f64) -> Tensor<1> {
     let key = counter
         .clone()
         .into_data()
-        .convert::<f32>()
-        .try_into_vec::<f32>()
+        .try_into_vec_as::<f32>()
         .expect("f32")[0] as u32;
     let values: Vec<f32> = (0..len as u32).map(|p| draw(key, p, keep as f32)).collect();
     let device: Device = counter.device();
