@@ -106,7 +106,13 @@ pub fn open_device(name: &str) -> Result<Device> {
     }
     let ran = quietly(|| Tensor::<1>::ones([4], &device).sum().into_scalar::<f32>());
     match ran {
-        Ok(4.0) => Ok(device),
+        Ok(4.0) => {
+            #[cfg(feature = "wgpu")]
+            if matches!(kind.as_str(), "wgpu" | "vulkan") {
+                crate::settle::at_exit(&device);
+            }
+            Ok(device)
+        }
         Ok(v) => Err(DeviceError::Device {
             backend: name.into(),
             reason: format!("the sum of four ones came out as {v}"),

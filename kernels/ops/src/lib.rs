@@ -43,6 +43,8 @@ pub mod norm;
 pub mod pick_rows;
 pub mod rope;
 pub mod selfcheck;
+#[cfg(feature = "wgpu")]
+mod settle;
 pub mod swiglu;
 #[doc(hidden)]
 pub mod testing;
