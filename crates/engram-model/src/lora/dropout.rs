@@ -25,7 +25,14 @@ struct Pool {
 
 thread_local! {
     static POOL: RefCell<Option<Pool>> = const { RefCell::new(None) };
-    static KEY: RefCell<Option<Tensor<1>>> = const { RefCell::new(None) };
+    static KEY: RefCell<Option<Keyed>> = const { RefCell::new(None) };
+}
+
+/// The current dropout key ([`keyed_dropout`]) and, on the CPU backend, how many host-drawn
+/// sites it has seeded.
+struct Keyed {
+    key: Tensor<1>,
+    sites: u64,
 }
 
 /// Keeps a dropout key current on this thread ([`keyed_dropout`]); dropping it restores
@@ -43,10 +50,13 @@ impl Drop for KeyScope {
 /// thread (the GPU backends, [`pool_scope`]) come from the stream keyed by `key`'s value — a
 /// `[1]` f32 device tensor, not tracked by autodiff ([`engram_ops::graph::bernoulli`]) —
 /// instead of Burn's generator, whose seeds are launch arguments: what a captured step needs
-/// so that each replay draws new masks (it advances the key on the device). Burn's `Dropout`
-/// sites the pool does not cover and the CPU backend's host draws are unchanged.
+/// so that each replay draws new masks (it advances the key on the device). On the CPU backend
+/// each site's host draw ([`host_dropout`]) is seeded from the key's value and the site's place
+/// in the scope instead of the device's generator, so that a step run again with the same key
+/// draws the same masks wherever the generator stands. Burn's `Dropout` sites the pool does
+/// not cover are unchanged.
 pub fn keyed_dropout(key: Tensor<1>) -> KeyScope {
-    KEY.with(|k| *k.borrow_mut() = Some(key));
+    KEY.with(|k| *k.borrow_mut() = Some(Keyed { key, sites: 0 }));
     KeyScope(())
 }
 
@@ -83,7 +93,7 @@ pub(crate) fn pool_scope(
         .iter()
         .map(|(_, n)| n.div_ceil(POOL_ALIGN) * POOL_ALIGN)
         .sum();
-    let keyed = KEY.with(|k| k.borrow().clone());
+    let keyed = KEY.with(|k| k.borrow().as_ref().map(|k| k.key.clone()));
     let draws = match keyed {
         Some(key) => Tensor::from_inner(engram_ops::graph::bernoulli(&key, total, 1.0 - prob)),
         None => Tensor::<1>::random([total], Distribution::Bernoulli(1.0 - prob), device),
@@ -151,11 +161,32 @@ pub(crate) fn host_dropout<const D: usize>(x: Tensor<D>, p: f64) -> Tensor<D> {
     use rand::RngCore;
     use rand::rngs::SmallRng;
     let device = x.device();
-    let words: Vec<i64> = Tensor::<1, Int>::random([2], Distribution::Uniform(0.0, 2.0e9), &device)
-        .into_data()
-        .try_into_vec_as::<i64>()
-        .expect("int data");
-    let mut rng = SmallRng::seed_from_u64(((words[0] as u64) << 32) ^ words[1] as u64);
+    let keyed = KEY.with(|k| {
+        k.borrow_mut().as_mut().map(|k| {
+            let key = k
+                .key
+                .clone()
+                .into_data()
+                .try_into_vec_as::<f32>()
+                .expect("an f32 key")[0];
+            k.sites += 1;
+            // splitmix64 of the key's bits beside the site's number.
+            let mut z =
+                ((key.to_bits() as u64) << 32 | k.sites).wrapping_add(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        })
+    });
+    let seed = keyed.unwrap_or_else(|| {
+        let words: Vec<i64> =
+            Tensor::<1, Int>::random([2], Distribution::Uniform(0.0, 2.0e9), &device)
+                .into_data()
+                .try_into_vec_as::<i64>()
+                .expect("int data");
+        ((words[0] as u64) << 32) ^ words[1] as u64
+    });
+    let mut rng = SmallRng::seed_from_u64(seed);
     let shape = x.shape();
     let n = shape.num_elements();
     // Keep when a uniform 32-bit draw is at or above p · 2³².
@@ -212,6 +243,28 @@ mod tests {
             .unwrap();
         assert_ne!(a, next, "the next call draws another mask");
         assert_ne!(a, draw(8), "another seed, another mask");
+        // Keyed: each site's mask follows the key and the site's place, not the generator.
+        let keyed = |key: f32, seed: u64| -> Vec<Vec<f32>> {
+            let _scope = keyed_dropout(Tensor::from_data(
+                TensorData::new(vec![key], [1]),
+                &Device::flex(),
+            ));
+            device.seed(seed);
+            (0..2)
+                .map(|_| {
+                    host_dropout(x.clone(), 0.25)
+                        .into_data()
+                        .try_into_vec_as::<f32>()
+                        .unwrap()
+                })
+                .collect()
+        };
+        let k = keyed(65.0, 1);
+        assert_eq!(k, keyed(65.0, 2), "the generator's seed does not matter");
+        assert_ne!(k[0], k[1], "two sites, two masks");
+        assert_ne!(k, keyed(66.0, 1), "another key, other masks");
+        let kept = k[1].iter().filter(|&&v| v != 0.0).count() as f64 / k[1].len() as f64;
+        assert!((kept - 0.75).abs() < 0.015, "kept {kept}");
     }
 
     /// On wgpu an f16 input's dropout with f32 products — the cast, the mask's product and the
