@@ -90,6 +90,11 @@ pub struct TrainingFlags {
     /// Questions in that sample (`eval_sample`; default 32, all facts when there are fewer).
     #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub eval_sample: Option<usize>,
+    /// Capture the optimizer step once as a graph and replay it (`graph = true`: a CUDA graph,
+    /// or CubeCL's software graph on wgpu; every step padded to the run's longest example; the
+    /// CPU runs the same step eagerly).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub graph: bool,
 }
 
 impl TrainingFlags {
@@ -144,6 +149,7 @@ impl TrainingFlags {
         set(&mut t.adapter_compute, self.adapter_compute);
         set(&mut t.eval_every, self.eval_every);
         set_some(&mut t.eval_sample, self.eval_sample);
+        t.graph |= self.graph;
         Ok(p)
     }
 }

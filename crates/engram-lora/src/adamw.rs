@@ -177,11 +177,12 @@ impl AdamW {
     /// f32: off by up to about 6e-5 of `1 − β₂` on the first step, which the host computes in
     /// f64), and on gathered gradients the new values and moments are written into
     /// the old buckets' memory ([`engram_ops::graph::assign`]), so that every step reads and
-    /// writes the same buffers. The learning rate is a launch argument: constant over a graph's
-    /// replays.
+    /// writes the same buffers. The learning rate is a `[1]` device tensor too (a run writes each
+    /// step's into it), and `lr · (1 / (1 − β₁ᵗ))` is rounded in f32 as torch's capturable step
+    /// rounds it.
     pub fn step_in_place(
         &mut self,
-        lr: f64,
+        lr: &Tensor<1>,
         model: Llama,
         grads: ClippedGradients,
         step: &Tensor<1>,
@@ -439,17 +440,16 @@ fn update<const D: usize>(
         .times(v.clone().sqrt())
         .add_scalar(k.epsilon);
     let delta = k.step_size.times(m.clone()) / denom;
-    let p = if k.decay == 1.0 {
-        p
-    } else {
-        p.mul_scalar(k.decay)
+    let p = match &k.decay {
+        Scale::Host(d) if *d == 1.0 => p,
+        decay => decay.times(p),
     } - delta;
     (p, m, v)
 }
 
 /// The scalars of one step.
 struct Coefficients {
-    decay: f64,
+    decay: Scale,
     step_size: Scale,
     inv_sqrt_correction_2: Scale,
     beta_1: f64,
@@ -462,7 +462,7 @@ impl Coefficients {
     fn host(s: &AdamWSettings, lr: f64, t: u64) -> Self {
         let t = t as i32;
         Self {
-            decay: 1.0 - lr * s.weight_decay,
+            decay: Scale::Host(1.0 - lr * s.weight_decay),
             step_size: Scale::Host(lr / (1.0 - s.beta_1.powi(t))),
             inv_sqrt_correction_2: Scale::Host(1.0 / (1.0 - s.beta_2.powi(t)).sqrt()),
             beta_1: s.beta_1,
@@ -473,11 +473,18 @@ impl Coefficients {
 
     /// The step numbered by the device tensor `t` (`[1]`, f32): the bias corrections
     /// `1 − βᵗ = 1 − exp(t · ln β)` computed on the device in f32.
-    fn device(s: &AdamWSettings, lr: f64, t: &Tensor<1>) -> Self {
+    fn device(s: &AdamWSettings, lr: &Tensor<1>, t: &Tensor<1>) -> Self {
         let correction = |beta: f64| t.clone().mul_scalar(beta.ln()).exp().neg().add_scalar(1.0);
+        let decay = if s.weight_decay == 0.0 {
+            Scale::Host(1.0)
+        } else {
+            Scale::Device(Box::new(
+                lr.clone().mul_scalar(-s.weight_decay).add_scalar(1.0),
+            ))
+        };
         Self {
-            decay: 1.0 - lr * s.weight_decay,
-            step_size: Scale::Device(Box::new(correction(s.beta_1).recip().mul_scalar(lr))),
+            decay,
+            step_size: Scale::Device(Box::new(correction(s.beta_1).recip() * lr.clone())),
             inv_sqrt_correction_2: Scale::Device(Box::new(correction(s.beta_2).sqrt().recip())),
             beta_1: s.beta_1,
             beta_2: s.beta_2,

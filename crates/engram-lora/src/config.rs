@@ -137,6 +137,16 @@ pub struct TrainConfig {
     /// Questions in that sample (default [`DEFAULT_EVAL_SAMPLE`]; all facts when there are fewer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eval_sample: Option<usize>,
+    /// Capture the optimizer step once as a graph and replay it (a CUDA graph on CUDA, CubeCL's
+    /// software graph on wgpu): each step's launches then cost no host work. Every step is laid
+    /// out in the run's one shape — micro-batches right-padded to the run's longest example —
+    /// so the padded layout only. Two numeric differences from the eager step: dropout masks
+    /// are another stream of the same distribution, and AdamW's bias corrections and the
+    /// learning rate's product are rounded in f32 (torch's `capturable=True`). The CPU backend
+    /// has no graphs: the same step runs eagerly. Off by default; left out of serialized
+    /// settings when off (see [`BatchLayout::is_padded`]).
+    #[serde(skip_serializing_if = "is_false")]
+    pub graph: bool,
 }
 
 /// Questions in the sample that `eval_every` asks, unless `eval_sample` says otherwise.
@@ -144,6 +154,10 @@ pub const DEFAULT_EVAL_SAMPLE: usize = 32;
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Default for TrainConfig {
@@ -168,6 +182,7 @@ impl Default for TrainConfig {
             adapter_compute: AdapterCompute::F32,
             eval_every: 0,
             eval_sample: None,
+            graph: false,
         }
     }
 }

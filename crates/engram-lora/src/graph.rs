@@ -13,11 +13,13 @@
 //! stream than Burn's generator draws (the same distribution), and the bias corrections are
 //! rounded in f32 as `torch.optim.AdamW(capturable=True)` rounds them.
 //!
-//! A replay repeats the captured step exactly: the same batches, learning rate and clipping —
-//! what a benchmark's steps are. Training over changing batches would upload each into the
-//! captured buffers first; that is not built yet.
+//! A step captured over fixed batches ([`CapturedStep::new`]) repeats them — what a benchmark's
+//! steps are. A run's step ([`CapturedStep::train`]) reads its batches, learning rate and label
+//! count from buffers that stay in place ([`StepSlots`]), each step's written into them before
+//! it runs, all in the run's one [`crate::fixed_steps::StepShape`].
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use burn::tensor::{DType, Graph, Tensor, TensorData, capture};
@@ -27,6 +29,7 @@ use engram_ops::graph::assign;
 
 use crate::adamw::AdamW;
 use crate::config::TrainConfig;
+use crate::fixed_steps::{StepData, StepShape, StepSlots};
 use crate::loss::BatchInputs;
 use crate::step::{Unobserved, inputs_gradients};
 
@@ -37,7 +40,23 @@ const KEYS_PER_STEP: f64 = 64.0;
 /// warm up (so that every buffer the recording reuses exists) and then records it without
 /// executing it (as a CUDA stream capture records); an eager step takes as many, so that both
 /// start their replays at the same step.
-const WARM_UP_STEPS: usize = 3;
+pub const WARM_UP_STEPS: usize = 3;
+
+/// What a captured step reads.
+enum Source {
+    /// The same micro-batches every step (`labels` label tokens in all) at one learning rate.
+    Fixed {
+        inputs: Vec<BatchInputs>,
+        labels: usize,
+        lr: Box<Tensor<1>>,
+    },
+    /// A run's steps: the slots, and the steps waiting to be written into them before the
+    /// step's code next runs (the warm-up's, and where no graph replays, every step's).
+    Slots {
+        slots: Box<StepSlots>,
+        pending: VecDeque<StepData>,
+    },
+}
 
 /// What a captured step carries from one run to the next.
 struct Carried {
@@ -47,6 +66,10 @@ struct Carried {
     step: Tensor<1>,
     /// Times the step's code ran (warm-up runs, the capture, eager replays).
     runs: u64,
+    source: Source,
+    /// The losses of the runs that took a pending step, not yet taken by
+    /// [`CapturedStep::take_losses`].
+    losses: Vec<Tensor<1>>,
 }
 
 type StepFn = Box<dyn FnMut() -> Tensor<1>>;
@@ -91,6 +114,46 @@ impl CapturedStep {
             "a captured step has 1 to 64 micro-batches"
         );
         let device = model.device().inner();
+        let lr =
+            Tensor::<1>::from_data(TensorData::new(vec![lr as f32], [1]), (&device, DType::F32));
+        let source = Source::Fixed {
+            inputs,
+            labels,
+            lr: Box::new(lr),
+        };
+        Self::build(model, optim, source, cfg, graph)
+    }
+
+    /// Captures a run's optimizer step: `warm_up` (three steps, [`WARM_UP_STEPS`]) are written
+    /// into `slots` one after the other and taken by Burn's warm-up runs, whose losses
+    /// [`CapturedStep::take_losses`] returns; every later step is given to
+    /// [`CapturedStep::replay_step`]. With `graph` false nothing is captured and every step
+    /// runs the step's code (the CPU backend, which has no graphs).
+    ///
+    /// # Panics
+    /// When `warm_up` does not hold three steps, or a step more than 64 micro-batches.
+    pub fn train(
+        model: Llama,
+        optim: AdamW,
+        slots: StepSlots,
+        warm_up: Vec<StepData>,
+        cfg: &TrainConfig,
+        graph: bool,
+    ) -> Self {
+        assert_eq!(warm_up.len(), WARM_UP_STEPS, "the capture's warm-up steps");
+        assert!(
+            slots.micro_batches() <= KEYS_PER_STEP as usize,
+            "at most 64 micro-batches"
+        );
+        let source = Source::Slots {
+            slots: Box::new(slots),
+            pending: warm_up.into(),
+        };
+        Self::build(model, optim, source, cfg, graph)
+    }
+
+    fn build(model: Llama, optim: AdamW, source: Source, cfg: &TrainConfig, graph: bool) -> Self {
+        let device = model.device().inner();
         let step = Tensor::<1>::from_data(
             TensorData::new(vec![optim.steps() as f32], [1]),
             (&device, DType::F32),
@@ -100,11 +163,14 @@ impl CapturedStep {
             optim,
             step,
             runs: 0,
+            source,
+            losses: Vec::new(),
         }));
         let state = carried.clone();
         let cfg = cfg.clone();
         let mut run: StepFn = Box::new(move || {
             let mut c = state.borrow_mut();
+            let c = &mut *c;
             let model = c.model.take().expect("the model between runs");
             let next = c.step.clone().add_scalar(1.0);
             c.step = assign(c.step.clone(), next);
@@ -116,11 +182,28 @@ impl CapturedStep {
                         .add_scalar(micro as f64),
                 )
             };
+            let (inputs, labels, lr, fresh) = match &mut c.source {
+                Source::Fixed { inputs, labels, lr } => {
+                    (inputs.clone(), *labels, (**lr).clone(), false)
+                }
+                Source::Slots { slots, pending } => {
+                    let fresh = pending.pop_front();
+                    if let Some(data) = &fresh {
+                        slots.write(data);
+                    }
+                    // The slots' loss is scaled by the step's `1 / labels` on the device.
+                    (slots.inputs(), 1, slots.lr().clone(), fresh.is_some())
+                }
+            };
             let g = inputs_gradients(&model, &inputs, (labels, 0), key, &cfg, &mut Unobserved);
-            let model = c.optim.step_in_place(lr, model, g.grads, &step);
+            let model = c.optim.step_in_place(&lr, model, g.grads, &step);
             c.model = Some(model);
             c.runs += 1;
-            g.loss.inner()
+            let loss = g.loss.inner();
+            if fresh {
+                c.losses.push(loss.clone());
+            }
+            loss
         });
         let runner = if graph {
             Runner::Graph(Box::new(capture(&device, run)))
@@ -135,6 +218,59 @@ impl CapturedStep {
             carried,
             replays: 0,
         }
+    }
+
+    /// Takes `data`, a run's next step ([`CapturedStep::train`]), and returns its loss as
+    /// [`CapturedStep::replay`] does: written into the slots, then the graph replayed (or, with
+    /// no graph, given to the step's code).
+    ///
+    /// # Panics
+    /// On a step captured over fixed batches ([`CapturedStep::new`]).
+    pub fn replay_step(&mut self, data: StepData) -> Tensor<1> {
+        let hardware = self.is_hardware();
+        {
+            let mut c = self.carried.borrow_mut();
+            let Source::Slots { slots, pending } = &mut c.source else {
+                panic!("replay_step: this step was captured over fixed batches")
+            };
+            if hardware {
+                slots.write(&data);
+            } else {
+                pending.push_back(data);
+            }
+        }
+        let loss = self.replay();
+        if !hardware {
+            // The step's code kept its loss as a pending step's.
+            self.carried.borrow_mut().losses.pop();
+        }
+        loss
+    }
+
+    /// The step shape of a run's capture ([`CapturedStep::train`]); `None` over fixed batches.
+    pub fn shape(&self) -> Option<StepShape> {
+        match &self.carried.borrow().source {
+            Source::Slots { slots, .. } => Some(slots.shape()),
+            Source::Fixed { .. } => None,
+        }
+    }
+
+    /// The losses of the warm-up steps [`CapturedStep::train`] took, in order (taken once).
+    pub fn take_losses(&mut self) -> Vec<Tensor<1>> {
+        std::mem::take(&mut self.carried.borrow_mut().losses)
+    }
+
+    /// `f` on the model and optimizer as they stand after every step taken (a checkpoint's or
+    /// an evaluation's view), the graph kept.
+    pub fn with_state<R>(&self, f: impl FnOnce(&Llama, &AdamW) -> R) -> R {
+        let taken = self.steps();
+        let mut c = self.carried.borrow_mut();
+        let counted = c.optim.steps();
+        let runs = c.runs;
+        c.optim.set_steps(counted - runs + taken);
+        let out = f(c.model.as_ref().expect("the model between runs"), &c.optim);
+        c.optim.set_steps(counted);
+        out
     }
 
     /// Runs the step again: one launch of the recorded graph where the backend has graphs (see

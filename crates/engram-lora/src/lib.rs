@@ -22,6 +22,7 @@ mod config;
 mod epoch_eval;
 mod error;
 mod examples;
+mod fixed_steps;
 mod flat;
 mod gguf_adapter;
 mod gguf_merge;
@@ -36,6 +37,7 @@ mod probe;
 mod record;
 mod schedule;
 mod step;
+mod stepper;
 mod trainer;
 
 pub use adamw::{AdamW, AdamWSettings, ClippedGradients};
@@ -43,10 +45,11 @@ pub use config::{AdapterCompute, BatchLayout, DEFAULT_EVAL_SAMPLE, TrainConfig};
 pub use epoch_eval::EpochEval;
 pub use error::{LoraError, Result};
 pub use examples::{TrainExample, build_examples};
+pub use fixed_steps::{StepData, StepShape, StepSlots};
 pub use flat::{ALIGN, AdapterGrads, FlatLayout};
 pub use gguf_adapter::{GgufAdapterSummary, GgufAdapterType, write_gguf_adapter};
 pub use gguf_merge::{MergedGguf, merge_to_gguf};
-pub use graph::CapturedStep;
+pub use graph::{CapturedStep, WARM_UP_STEPS};
 pub use loss::{Batch, BatchInputs, batch_loss, inputs_loss};
 pub use losses::{LossLog, ReadError, StepLoss, host_reads, step_span};
 pub use merge::merge_to_hf;
@@ -60,7 +63,7 @@ pub use probe::{
     ProbeDistance, StepProbe, gradient_probe, host_adapter, probe_distance, update_distance,
     update_probe,
 };
-pub use record::{EpochRecord, TRAIN_RECORD, TrainRecord};
+pub use record::{EpochRecord, StepGraphRecord, TRAIN_RECORD, TrainRecord};
 pub use step::{
     StepGradients, StepObserver, StepPhase, Unobserved, clip_factor, gradients, inputs_gradients,
     observed_gradients, optimizer, optimizer_settings, update,

@@ -11,7 +11,8 @@
 //! sequence (segment), and its mask — causal inside each sequence, nothing across — is built on
 //! the device from the segments ([`engram_model::mask::segment_mask`]).
 
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::activation::log_softmax;
+use burn::tensor::{Bool, DType, Int, Tensor, TensorData};
 use engram_model::Llama;
 use engram_model::ids_tensor;
 use engram_model::mask::{causal_mask, segment_mask};
@@ -148,6 +149,10 @@ pub struct BatchInputs {
     at: Tensor<1, Int>,
     inverse: Tensor<1, Int>,
     targets: Tensor<2, Int>,
+    /// Each label slot's weight (`[n]` f32: 1, or 0 for a slot that only fills a fixed shape)
+    /// and the loss's scale (`[1]`, the step's `1 / labels`), both on the device: a captured
+    /// run's step ([`crate::fixed_steps`]).
+    weighted: Option<(Tensor<1>, Tensor<1>)>,
 }
 
 impl BatchInputs {
@@ -179,6 +184,20 @@ impl BatchInputs {
             &device,
         );
         let targets = Tensor::from_data(TensorData::new(batch.targets.clone(), [n, 1]), &device);
+        Self::on_device(ids, (cos, sin, mask), (at, inverse), targets, None)
+    }
+
+    /// A micro-batch already on the device: `ids` `[rows, len]`, the rotary tables and mask of
+    /// those rows, the picked rows `at` and their [`inverse_rows`], `targets` `[n, 1]`, and,
+    /// `weighted`, each label slot's weight and the loss's scale, which then replaces the
+    /// division by a count ([`inputs_loss`]).
+    pub(crate) fn on_device(
+        ids: Tensor<2, Int>,
+        (cos, sin, mask): (Tensor<4>, Tensor<4>, Tensor<4, Bool>),
+        (at, inverse): (Tensor<1, Int>, Tensor<1, Int>),
+        targets: Tensor<2, Int>,
+        weighted: Option<(Tensor<1>, Tensor<1>)>,
+    ) -> Self {
         Self {
             ids,
             cos,
@@ -187,6 +206,7 @@ impl BatchInputs {
             at,
             inverse,
             targets,
+            weighted,
         }
     }
 }
@@ -197,7 +217,10 @@ pub fn batch_loss(model: &Llama, batch: &Batch, normalizer: f64) -> Tensor<1> {
     inputs_loss(model, &BatchInputs::upload(model, batch), normalizer)
 }
 
-/// [`batch_loss`] of a batch already on the device: no host data travels.
+/// [`batch_loss`] of a batch already on the device: no host data travels. A weighted batch
+/// ([`crate::fixed_steps`]) ignores `normalizer`: its loss is `−Σᵢ wᵢ log pᵢ[tᵢ] · scale`, through
+/// Burn's composed `log_softmax` and `gather` (autodiff's gradient: a weight-0 slot's is 0), as
+/// the fused [`label_nll`] takes no weights.
 pub fn inputs_loss(model: &Llama, inputs: &BatchInputs, normalizer: f64) -> Tensor<1> {
     let hidden = model.forward_rows_at(
         inputs.ids.clone(),
@@ -210,7 +233,14 @@ pub fn inputs_loss(model: &Llama, inputs: &BatchInputs, normalizer: f64) -> Tens
     let n = inputs.at.dims()[0];
     let picked = pick_rows(hidden, inputs.at.clone(), inputs.inverse.clone()).reshape([1, n, h]);
     let logits = model.logits(picked).reshape([n, model.config.vocab_size]);
-    label_nll(logits, inputs.targets.clone(), normalizer)
+    match &inputs.weighted {
+        None => label_nll(logits, inputs.targets.clone(), normalizer),
+        Some((weights, scale)) => {
+            let logp = log_softmax(logits.cast(DType::F32), 1);
+            let picked = logp.gather(1, inputs.targets.clone()).reshape([n]);
+            (picked * weights.clone()).sum().neg() * scale.clone()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use engram_model::kernel_cache::CompileSummary;
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
+use crate::fixed_steps::StepShape;
 
 /// The file a run writes its [`TrainRecord`] to, in its output directory.
 pub const TRAIN_RECORD: &str = "train_record.json";
@@ -78,4 +79,20 @@ pub struct TrainRecord {
     /// backend; absent on the CPU and while the run goes on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernels: Option<CompileSummary>,
+    /// How a `graph = true` run took its steps (this process's capture); absent otherwise, and
+    /// where the epochs were too short to capture (four steps an epoch are needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_graph: Option<StepGraphRecord>,
+}
+
+/// How a `graph = true` run captured its optimizer step.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepGraphRecord {
+    /// Whether the steps after the capture were replays of a recorded graph (false on the CPU
+    /// backend, which runs the step's code each time).
+    pub hardware: bool,
+    /// Seconds the capture took, its three warm-up steps included.
+    pub capture_seconds: f64,
+    /// The one shape of every step.
+    pub shape: StepShape,
 }

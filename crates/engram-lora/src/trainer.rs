@@ -22,12 +22,14 @@ use crate::config::TrainConfig;
 use crate::epoch_eval::EpochEval;
 use crate::error::{LoraError, Result};
 use crate::examples::{TrainExample, build_examples};
+use crate::fixed_steps::StepShape;
 use crate::losses::{LossLog, ReadError};
 use crate::optimizer_state;
 use crate::peft::save_adapter;
-use crate::record::{EpochRecord, TrainRecord};
+use crate::record::{EpochRecord, StepGraphRecord, TrainRecord};
 use crate::schedule::LinearSchedule;
-use crate::step::{Unobserved, gradients, optimizer, optimizer_settings, update};
+use crate::step::{optimizer, optimizer_settings};
+use crate::stepper::{Plan, Stepper};
 use engram_model::memory_hint;
 
 /// What a run that ran out of device memory can make smaller.
@@ -66,6 +68,8 @@ struct Data {
     pack: Option<usize>,
     fingerprint: String,
     schedule: LinearSchedule,
+    /// The one shape of every step (`graph = true`).
+    shape: Option<StepShape>,
 }
 
 /// A run in progress: the optimizer, the counters and the record (the model travels by value
@@ -123,6 +127,12 @@ impl Trainer<'_> {
         if t.layout.is_padded() && t.pack_length.is_some() {
             return bad("pack_length applies to layout = \"packed\" only");
         }
+        if t.graph && !t.layout.is_padded() {
+            return bad(
+                "graph = true takes the padded layout (every step padded to the run's longest \
+                 example); drop layout = \"packed\" or the graph",
+            );
+        }
         let device = model.device();
         if !device.is_autodiff() {
             return bad("training needs an autodiff device (Device::autodiff())");
@@ -176,6 +186,7 @@ impl Trainer<'_> {
         let longest = lengths.iter().copied().max().unwrap_or(0);
         let pack = t.packed_rows(longest).map_err(LoraError::BadSetting)?;
         Ok(Data {
+            shape: t.graph.then(|| StepShape::of_run(&examples, t)),
             lengths,
             pack,
             fingerprint: self.fingerprint(&examples),
@@ -245,6 +256,7 @@ impl Trainer<'_> {
             resumed_after_epoch: resumed_after,
             epochs: state.epochs.clone(),
             kernels: None,
+            step_graph: None,
         };
         let run = Run {
             optim,
@@ -266,12 +278,12 @@ impl Trainer<'_> {
     fn epoch(
         &self,
         run: &mut Run,
-        mut model: Llama,
+        mut stepper: Stepper,
         data: &Data,
         epoch: usize,
         progress: &dyn Progress,
         stop: &Stop,
-    ) -> Result<(Llama, EpochRecord)> {
+    ) -> Result<(Stepper, EpochRecord)> {
         let t = &self.train;
         let t0 = Instant::now();
         let batches = epoch_batches(&data.lengths, t.batch_size, t.seed, epoch);
@@ -279,7 +291,15 @@ impl Trainer<'_> {
         let mut log = LossLog::new();
         let mut last_loss = None;
         let groups: Vec<&[Vec<usize>]> = batches.chunks(t.grad_accum).collect();
-        for (i, group) in groups.iter().enumerate() {
+        let plan = Plan {
+            examples: &data.examples,
+            pad_id: data.pad_id,
+            pack: data.pack,
+            schedule: &data.schedule,
+            cfg: t,
+        };
+        let mut i = 0;
+        while i < groups.len() {
             if let Some(signal) = stop.requested() {
                 run.record.status = "stopped".into();
                 let err = LoraError::Stopped {
@@ -291,21 +311,33 @@ impl Trainer<'_> {
                 run.write_final_record()?;
                 return Err(err);
             }
-            lr = data.schedule.at(run.state.global_step);
-            let g = gradients(
-                &model,
-                &data.examples,
-                group,
-                (data.pad_id, data.pack),
-                run.state.global_step,
-                t,
-            );
-            log.push(run.state.global_step, lr, g.labels, g.loss);
-            model = update(&mut run.optim, lr, model, g.grads, &mut Unobserved);
-            run.state.global_step += 1;
-            steps += 1;
-            tokens += g.tokens;
-            if log.pending() >= t.read_interval() || i + 1 == groups.len() {
+            let (next, taken, captured) =
+                stepper.take(&mut run.optim, &groups, i, run.state.global_step, &plan);
+            stepper = next;
+            if let Some(c) = captured {
+                progress.note(&format!(
+                    "step graph: {} in {:.1} s (its first {} steps); every step padded to {} × {} tokens",
+                    if c.hardware { "captured" } else { "not recorded by this backend, the step runs each time:" },
+                    c.seconds,
+                    taken.len(),
+                    t.batch_size,
+                    data.shape.map_or(0, |s| s.len),
+                ));
+                run.record.step_graph = Some(StepGraphRecord {
+                    hardware: c.hardware,
+                    capture_seconds: c.seconds,
+                    shape: data.shape.expect("a graph run's shape"),
+                });
+            }
+            for s in &taken {
+                lr = s.lr;
+                log.push(s.step, s.lr, s.labels, s.loss.clone());
+                tokens += s.tokens;
+            }
+            run.state.global_step += taken.len();
+            steps += taken.len();
+            i += taken.len();
+            if log.pending() >= t.read_interval() || i == groups.len() {
                 match log.read() {
                     Ok(read) => {
                         for s in read {
@@ -319,8 +351,9 @@ impl Trainer<'_> {
                         last_step,
                         message,
                     }) => {
+                        let device = stepper.with_state(&run.optim, |m, _| m.device());
                         let err = LoraError::Device {
-                            device: engram_model::device::describe(&model.device()),
+                            device: engram_model::device::describe(&device),
                             epoch: epoch + 1,
                             first_step: first_step + 1,
                             last_step: last_step + 1,
@@ -355,7 +388,7 @@ impl Trainer<'_> {
                 last_loss.map_or("…".into(), |l| format!("{l:.4}")),
                 tokens as f64 / secs.max(1e-9)
             ));
-            progress.advance(1);
+            progress.advance(taken.len() as u64);
         }
         let seconds = t0.elapsed().as_secs_f64();
         let rec = EpochRecord {
@@ -369,7 +402,7 @@ impl Trainer<'_> {
             lr,
             exact_match: None,
         };
-        Ok((model, rec))
+        Ok((stepper, rec))
     }
 
     /// The remaining epochs of `run`, each checkpointed and recorded.
@@ -377,19 +410,32 @@ impl Trainer<'_> {
     fn epochs(
         &self,
         run: &mut Run,
-        mut model: Llama,
+        model: Llama,
         data: &Data,
         out: &Path,
         progress: &dyn Progress,
         stop: &Stop,
         eval: Option<&dyn EpochEval>,
     ) -> Result<Llama> {
+        let mut stepper = match data.shape {
+            Some(shape) => {
+                let graph = !engram_model::is_cpu(&model.device());
+                if !graph {
+                    progress.note(
+                        "step graph: the CPU backend has none; each step runs in the graph's shape",
+                    );
+                }
+                Stepper::Waiting(model, shape, graph)
+            }
+            None => Stepper::Eager(model),
+        };
         for epoch in run.state.epoch..self.train.epochs {
             let mut rec;
-            (model, rec) = self.epoch(run, model, data, epoch, progress, stop)?;
+            (stepper, rec) = self.epoch(run, stepper, data, epoch, progress, stop)?;
             if let Some(eval) = eval.filter(|_| self.train.evaluates_after(epoch + 1)) {
                 progress.status(&format!("epoch {}: evaluating", epoch + 1));
-                let figure = eval.measure(&model).map_err(|message| LoraError::Eval {
+                let figure = stepper.with_state(&run.optim, |model, _| eval.measure(model));
+                let figure = figure.map_err(|message| LoraError::Eval {
                     epoch: epoch + 1,
                     message,
                 })?;
@@ -400,17 +446,19 @@ impl Trainer<'_> {
             run.state.epochs.push(rec);
             run.record.epochs = run.state.epochs.clone();
             if self.train.checkpoints {
-                checkpoint::save(
-                    out,
-                    |dir| self.save_adapter(&model, dir),
-                    |path| optimizer_state::save(&run.optim, &model, path),
-                    &run.state,
-                    self.train.keep_checkpoints,
-                )?;
+                stepper.with_state(&run.optim, |model, optim| {
+                    checkpoint::save(
+                        out,
+                        |dir| self.save_adapter(model, dir),
+                        |path| optimizer_state::save(optim, model, path),
+                        &run.state,
+                        self.train.keep_checkpoints,
+                    )
+                })?;
             }
             run.write_record()?;
         }
-        Ok(model)
+        Ok(stepper.finish(&mut run.optim))
     }
 
     /// Writes the adapter `model` carries into `dir` (PEFT layout, tensor by tensor).

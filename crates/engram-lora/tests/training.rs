@@ -437,3 +437,99 @@ fn ranks_above_full_rank_and_bf16_bases_train() {
         assert!(first.lora_b.val().abs().sum().into_scalar::<f32>() > 0.0);
     }
 }
+
+/// `graph = true` on the CPU, which has no graphs (the fixed-shape step's code runs for every
+/// step): the record names the run's one step shape; with dropout off the epoch losses follow
+/// the eager run's (the fixed shape's rounding apart: composed cross-entropy, `1 / labels`
+/// multiplied, f32 bias corrections); and with dropout on, a run stopped in its second epoch
+/// and resumed ends on the uninterrupted run's adapter bit for bit (the capture's warm-up steps
+/// are taken again after the resume, the dropout keys and AdamW's step restored).
+#[test]
+fn a_graph_run_takes_one_shape_follows_the_eager_run_and_resumes_exactly() {
+    let _g = train_lock();
+    let facts = facts(9);
+    let (_, tok) = tiny(false);
+    // 9 facts in batches of 2: 5 steps an epoch, the last one row short.
+    let cfg = |graph: bool| TrainConfig {
+        batch_size: 2,
+        graph,
+        ..quick(4, 5e-3)
+    };
+    let trainer = |graph: bool, dropout: f64| Trainer {
+        tokenizer: &tok,
+        lora: LoraConfig::new(4).with_dropout(dropout),
+        train: cfg(graph),
+        base_model: "tiny-f32".into(),
+    };
+    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
+    let run = |graph: bool, dropout: f64| {
+        let out = tempfile::tempdir().unwrap();
+        let (model, _) = tiny(true);
+        let done = trainer(graph, dropout)
+            .run(model, &facts, out.path(), false)
+            .unwrap();
+        (done.record, out)
+    };
+    let (eager, _) = run(false, 0.0);
+    let (graph, _) = run(true, 0.0);
+    let g = graph
+        .step_graph
+        .as_ref()
+        .expect("the record names the step graph");
+    assert!(!g.hardware, "the CPU backend records no graph");
+    let examples = engram_lora::build_examples(&tok, &facts, usize::MAX).unwrap();
+    let longest = examples.iter().map(|e| e.ids.len()).max().unwrap();
+    assert_eq!(
+        (g.shape.micro, g.shape.rows, g.shape.len),
+        (1, 2, longest),
+        "{g:?}"
+    );
+    assert!(eager.step_graph.is_none());
+    let (e, k) = (losses(&eager), losses(&graph));
+    eprintln!("eager {e:.6?}\ngraph {k:.6?}");
+    for (a, b) in e.iter().zip(&k) {
+        assert!((a - b).abs() <= 1e-4 * a.abs(), "eager {e:?} graph {k:?}");
+    }
+    assert!(k.windows(2).all(|w| w[1] < w[0]), "the loss falls: {k:?}");
+    assert_eq!(
+        graph.epochs.iter().map(|e| e.steps).collect::<Vec<_>>(),
+        vec![5; 4]
+    );
+    assert_eq!(
+        graph.epochs.iter().map(|e| e.tokens).collect::<Vec<_>>(),
+        eager.epochs.iter().map(|e| e.tokens).collect::<Vec<_>>(),
+        "tokens count the examples' own, not the padding"
+    );
+
+    let (full, full_dir) = run(true, 0.05);
+    let cut = tempfile::tempdir().unwrap();
+    let (model, _) = tiny(true);
+    // The capture advances three steps at once: stopped after step 7, in epoch 2.
+    let progress = StopAfter {
+        after: 7,
+        seen: 0.into(),
+        stop: engram_io::Stop::new(),
+    };
+    let e = trainer(true, 0.05)
+        .run_until(model, &facts, cut.path(), false, &progress, &progress.stop)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            e,
+            engram_lora::LoraError::Stopped {
+                epoch: 2,
+                saved: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let (model, _) = tiny(true);
+    let resumed = trainer(true, 0.05)
+        .run(model, &facts, cut.path(), true)
+        .unwrap();
+    assert_eq!(resumed.record.resumed_after_epoch, Some(1));
+    assert_eq!(adapter_bytes(cut.path()), adapter_bytes(full_dir.path()));
+    assert_eq!(losses(&resumed.record), losses(&full));
+}
