@@ -82,6 +82,8 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
             "bench train r 8 graph",
             "memorization cuda",
             "memorization cpu",
+            "memorization cuda graph",
+            "memorization cpu graph",
             "bench matmul nvrtc",
             "bench matmul llvm autotune minimal",
             "bench matmul llvm r 256",
@@ -94,7 +96,7 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
         "{stdout}"
     );
     // NVRTC is run where the machine has it and skipped, named, where it has not.
-    let nvrtc = steps[8].1;
+    let nvrtc = steps[10].1;
     assert!(nvrtc == "ok" || nvrtc == "skipped", "{steps:?}");
     let calls = std::fs::read_to_string(&log).unwrap();
     let call = |starts: &str, has: &str| -> String {

@@ -44,6 +44,8 @@ pub(crate) struct Taken {
 /// How a capture went, for the run's record and log.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Captured {
+    /// Whether a graph was asked for (false on the CPU backend, which has none).
+    pub asked: bool,
     /// Whether replays launch a recorded graph (false: the step's code runs each time).
     pub hardware: bool,
     /// Seconds the capture took, its three warm-up steps included.
@@ -102,6 +104,7 @@ impl Stepper {
                 let mut c = CapturedStep::train(model, optim, slots, warm_up, plan.cfg, graph);
                 let losses = c.take_losses();
                 let captured = Captured {
+                    asked: graph,
                     hardware: c.is_hardware(),
                     seconds: t0.elapsed().as_secs_f64(),
                 };

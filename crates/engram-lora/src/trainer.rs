@@ -315,9 +315,27 @@ impl Trainer<'_> {
                 stepper.take(&mut run.optim, &groups, i, run.state.global_step, &plan);
             stepper = next;
             if let Some(c) = captured {
+                if c.asked && !c.hardware {
+                    // Burn's capture fell back to running the recording, which took a step of
+                    // stale data: the run cannot go on as a graph run.
+                    let device = stepper.with_state(&run.optim, |m, _| m.device());
+                    let err = LoraError::BadSetting(format!(
+                        "graph = true: {} did not record the optimizer step as a graph (the \
+                         capture ran it instead, one step twice); train without the graph",
+                        engram_model::device::describe(&device)
+                    ));
+                    run.record.status = "failed".into();
+                    run.record.error = Some(err.to_string());
+                    run.write_final_record()?;
+                    return Err(err);
+                }
                 progress.note(&format!(
                     "step graph: {} in {:.1} s (its first {} steps); every step padded to {} × {} tokens",
-                    if c.hardware { "captured" } else { "not recorded by this backend, the step runs each time:" },
+                    if c.hardware {
+                        "captured"
+                    } else {
+                        "none on this backend (the CPU), the same step runs each time; set up"
+                    },
                     c.seconds,
                     taken.len(),
                     t.batch_size,
@@ -420,11 +438,6 @@ impl Trainer<'_> {
         let mut stepper = match data.shape {
             Some(shape) => {
                 let graph = !engram_model::is_cpu(&model.device());
-                if !graph {
-                    progress.note(
-                        "step graph: the CPU backend has none; each step runs in the graph's shape",
-                    );
-                }
                 Stepper::Waiting(model, shape, graph)
             }
             None => Stepper::Eager(model),
