@@ -10,7 +10,8 @@
 //! 512-token chunk of attention scores.
 //!
 //! Time: training ≈ epochs × tokens × (4·P + 6·L) FLOPs (forward and input gradients through the
-//! frozen base, full gradients of the adapter), answering ≈ 2·P per prompt or generated token,
+//! frozen base, full gradients of the adapter; with `graph = true` every example counts as long
+//! as the longest, as its steps compute it padded), answering ≈ 2·P per prompt or generated token,
 //! over a throughput per backend (`--tflops` overrides it; the CPU default was measured with
 //! `engram bench train` on 2 cores).
 
@@ -80,6 +81,16 @@ pub fn lora_training_bytes(
 }
 
 /// Tokens of `fact` as a training example: its rephrased question and answer in the template.
+/// Tokens one epoch over `facts` computes: the examples' own, or with `graph` (every step in
+/// the run's one shape) each as long as the longest.
+fn training_tokens(facts: &[Fact], graph: bool) -> f64 {
+    if graph {
+        facts.len() as f64 * facts.iter().map(example_tokens).fold(0.0, f64::max)
+    } else {
+        facts.iter().map(example_tokens).sum()
+    }
+}
+
 fn example_tokens(fact: &Fact) -> f64 {
     tokens(&fact.rephrased_question) + tokens(&fact.answer) + TEMPLATE_TOKENS
 }
@@ -200,8 +211,8 @@ pub fn estimate(
         Method::Lora { rank } => {
             let (lora, t) = (&exp.training.lora, &exp.training.train);
             let l = lora_parameters(cfg, rank, &lora.targets, lora.layers.as_deref()) as f64;
-            let example_tokens: f64 = facts.iter().map(example_tokens).sum();
-            let train_s = t.epochs as f64 * example_tokens * (4.0 * p + 6.0 * l) / flops;
+            let train_s =
+                t.epochs as f64 * training_tokens(facts, t.graph) * (4.0 * p + 6.0 * l) / flops;
             let (peak_bytes, adapter) =
                 lora_training_peak(cfg, &exp.model.dtype, &exp.training, rank, facts);
             Estimate {
@@ -300,6 +311,22 @@ mod tests {
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         LlamaConfig::from_hf_json(&v, &path).unwrap()
+    }
+
+    #[test]
+    fn a_graph_run_computes_every_example_at_the_longest_length() {
+        let fact = |answer: &str| Fact {
+            id: String::new(),
+            question: String::new(),
+            rephrased_question: "who?".into(),
+            answer: answer.into(),
+            source: None,
+        };
+        let facts = [fact("a"), fact("a b c d e f g h i j k l")];
+        let (short, long) = (example_tokens(&facts[0]), example_tokens(&facts[1]));
+        assert!(long > short);
+        assert_eq!(training_tokens(&facts, false), short + long);
+        assert_eq!(training_tokens(&facts, true), 2.0 * long);
     }
 
     #[test]
