@@ -299,14 +299,7 @@ impl StepSlots {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ex(ids: &[u32], prompt_len: usize) -> TrainExample {
-        TrainExample {
-            id: String::new(),
-            ids: ids.to_vec(),
-            prompt_len,
-        }
-    }
+    use crate::loss::tests::ex;
 
     /// A short last step fills the shape with padding rows, a padding micro-batch and weight-0
     /// label slots on rows no label uses; the real labels keep their tokens, moved to the

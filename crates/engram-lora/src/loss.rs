@@ -244,10 +244,11 @@ pub fn inputs_loss(model: &Llama, inputs: &BatchInputs, normalizer: f64) -> Tens
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn ex(ids: &[u32], prompt_len: usize) -> TrainExample {
+    /// A training example of `ids` whose first `prompt_len` are the prompt.
+    pub(crate) fn ex(ids: &[u32], prompt_len: usize) -> TrainExample {
         TrainExample {
             id: String::new(),
             ids: ids.to_vec(),
