@@ -1,13 +1,18 @@
-//! `bench train --graph`: a rank's optimizer step captured once and replayed
-//! ([`engram_lora::CapturedStep`]), beside the same step's code run eagerly from the same
-//! random model, with the losses of the two runs compared step by step.
+//! `bench train --graph`: a rank's optimizer step captured once and replayed as `engram train
+//! --graph` runs it ([`engram_lora::CapturedStep::train`]: the batch laid out in the run's step
+//! shape and written into the step's buffers before every replay), beside the same step's code
+//! run eagerly from the same random model, with the losses of the two runs compared step by
+//! step.
 
 use std::time::Instant;
 
 use anyhow::{Result, ensure};
 use burn::tensor::{Device, Tensor};
 use engram_experiments::human_bytes;
-use engram_lora::{Batch, BatchInputs, CapturedStep, TrainConfig, TrainExample, optimizer};
+use engram_lora::{
+    CapturedStep, StepData, StepShape, StepSlots, TrainConfig, TrainExample, WARM_UP_STEPS,
+    optimizer,
+};
 use engram_model::Llama;
 use serde_json::{Value, json};
 
@@ -86,9 +91,10 @@ struct Run {
     held: Option<u64>,
 }
 
-/// Runs the step of the model `build()` returns over `examples` (padded with `pad`) eagerly,
-/// then captured, each from a fresh model: the steps `CapturedStep::new` takes, then `steps`
-/// timed ones whose losses are compared.
+/// Runs the step of the model `build()` returns over `examples` (one micro-batch, padded with
+/// `pad`) eagerly, then captured, each from a fresh model: the warm-up steps of
+/// `CapturedStep::train`, then `steps` timed ones, each writing the batch into the step's
+/// buffers first as a training run writes its next batch, whose losses are compared.
 pub(crate) fn measure(
     build: impl Fn() -> Result<Llama>,
     (examples, pad): (&[TrainExample], u32),
@@ -96,25 +102,25 @@ pub(crate) fn measure(
     device: &Device,
     steps: usize,
 ) -> Result<Captured> {
-    let refs: Vec<&TrainExample> = examples.iter().collect();
-    let batch = Batch::new(&refs, pad, None);
+    let one_batch = TrainConfig {
+        batch_size: examples.len(),
+        grad_accum: 1,
+        ..cfg.clone()
+    };
+    let shape = StepShape::of_run(examples, &one_batch);
+    let group = [(0..examples.len()).collect::<Vec<_>>()];
+    let data = StepData::lay_out(examples, &group, pad, &shape, 1e-4);
     let run = |graph: bool| -> Result<Run> {
         let model = build()?;
-        let inputs = vec![BatchInputs::upload(&model, &batch)];
         let t0 = Instant::now();
-        let mut step = CapturedStep::new(
-            model,
-            optimizer(cfg),
-            inputs,
-            batch.labels(),
-            cfg,
-            1e-4,
-            graph,
-        );
+        let slots = StepSlots::new(&model, shape, &data);
+        let warm_up = vec![data.clone(); WARM_UP_STEPS];
+        let mut step = CapturedStep::train(model, optimizer(cfg), slots, warm_up, cfg, graph);
+        drop(step.take_losses());
         let _ = device.sync();
         let capture_s = t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
-        let losses: Vec<Tensor<1>> = (0..steps).map(|_| step.replay()).collect();
+        let losses: Vec<Tensor<1>> = (0..steps).map(|_| step.replay_step(data.clone())).collect();
         let _ = device.sync();
         let ms = 1e3 * t0.elapsed().as_secs_f64() / steps as f64;
         let held = reserved(device);
