@@ -98,6 +98,23 @@ pub fn plain_tensor<const D: usize>(t: FusionTensor<CubeRuntime>) -> burn::tenso
     })
 }
 
+/// The work size the fixed cube shape of [`fixed_launch`] is chosen for: the largest shape the
+/// device gives an element-wise kernel.
+const FIXED_CUBE_UNITS: usize = 1 << 16;
+
+/// The cube count and shape of an element-wise launch over `len` units that uses one cube shape
+/// whatever `len`: the shape is compiled into the kernel, so a new length compiles nothing new.
+pub fn fixed_launch(
+    client: &cubecl::client::Client,
+    len: usize,
+) -> (cubecl::CubeCount, cubecl::CubeDim) {
+    let cube_dim = cubecl::CubeDim::new(client, FIXED_CUBE_UNITS);
+    (
+        cubecl::calculate_cube_count_elemwise(client, len, cube_dim),
+        cube_dim,
+    )
+}
+
 /// A contiguous tensor of `like`'s shape and dtype on its device: a kernel's output.
 pub fn empty_like(like: &CubeTensor) -> CubeTensor {
     empty_like_in(like, like.dtype)

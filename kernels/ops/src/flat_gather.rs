@@ -14,16 +14,12 @@
 
 use burn::tensor::{DType, Shape, Tensor as BurnTensor};
 use burn_cubecl::tensor::CubeTensor;
-use cubecl::{calculate_cube_count_elemwise, prelude::*};
+use cubecl::prelude::*;
 
 use crate::cube_op::{plain_f32, plain_tensor};
 
 /// The most inputs one launch reads (its code is unrolled over them).
 pub const MAX_INPUTS: usize = 16;
-
-/// The work size the launches' cube shape is chosen for (the largest shape the device gives an
-/// element-wise kernel), whatever a launch's length.
-const CUBE_UNITS: usize = 1 << 16;
 
 /// `value`, or `input`'s element at `pos` where `pos` falls in its range `start..end`, `input`
 /// laid out as `[.., cols]` with strides `(row_stride, col_stride)`. The range and layout come from the host as
@@ -343,9 +339,7 @@ fn gather_cube(inputs: Vec<CubeTensor>, starts: &[usize], len: usize) -> CubeTen
         let strided = group.iter().any(|t| !row_major(t));
         let mut args = group.into_iter().map(CubeTensor::into_tensor_arg);
         let mut arg = || args.next().expect("MAX_INPUTS arguments");
-        // One cube shape whatever the length: the shape is part of the compiled kernel.
-        let cube_dim = CubeDim::new(&client, CUBE_UNITS);
-        let cube_count = calculate_cube_count_elemwise(&client, units, cube_dim);
+        let (cube_count, cube_dim) = crate::cube_op::fixed_launch(&client, units);
         // SAFETY: every read is within its input's shape (the range check above) and every write
         // within `output` (`base + pos < end ≤ len`).
         unsafe {

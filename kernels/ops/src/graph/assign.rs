@@ -33,14 +33,9 @@ pub fn assign<const D: usize>(dst: Tensor<D>, src: Tensor<D>) -> Tensor<D> {
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube {
     use burn::tensor::{DType, Tensor as BurnTensor};
-    use burn_cubecl::tensor::CubeTensor;
-    use cubecl::{calculate_cube_count_elemwise, prelude::*};
+    use cubecl::prelude::*;
 
-    use crate::cube_op::{plain_f32, plain_tensor};
-
-    /// The work size the launches' cube shape is chosen for, whatever a launch's length (the
-    /// shape is compiled in).
-    const CUBE_UNITS: usize = 1 << 16;
+    use crate::cube_op::{fixed_launch, plain_f32, plain_tensor};
 
     /// `dst[pos] = src[pos]` over contiguous buffers.
     #[cube(launch_unchecked)]
@@ -50,19 +45,6 @@ mod cube {
             terminate!();
         }
         dst[pos] = src[pos];
-    }
-
-    /// Whether `t` lies contiguous from its offset.
-    fn contiguous(t: &CubeTensor) -> bool {
-        let (shape, strides) = (t.meta.shape(), t.meta.strides());
-        let mut want = 1;
-        for (&n, &s) in shape.iter().zip(strides.iter()).rev() {
-            if n != 1 && s != want {
-                return false;
-            }
-            want *= n;
-        }
-        true
     }
 
     /// [`super::assign`] on the CubeCL backends, `None` where it does not apply.
@@ -76,19 +58,18 @@ mod cube {
                 let src = t.pop().expect("src");
                 let dst = t.pop().expect("dst");
                 // A matmul's output or a view may not be laid out flat: copy it flat first.
-                let src = if contiguous(&src) {
+                let src = if src.is_contiguous() {
                     src
                 } else {
                     burn_cubecl::kernel::into_contiguous(src)
                 };
                 assert!(
-                    contiguous(&dst),
+                    dst.is_contiguous(),
                     "assign: the destination is not contiguous"
                 );
                 let len = dst.meta.shape().num_elements();
                 let client = dst.client.clone();
-                let cube_dim = CubeDim::new(&client, CUBE_UNITS);
-                let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
+                let (cube_count, cube_dim) = fixed_launch(&client, len);
                 // SAFETY: every unit reads and writes below `len`, the element count of both.
                 unsafe {
                     assign_kernel::launch_unchecked(

@@ -50,12 +50,9 @@ pub fn bernoulli(counter: &Tensor<1>, len: usize, keep: f64) -> Tensor<1> {
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube {
     use burn::tensor::{DType, Shape, Tensor as BurnTensor};
-    use cubecl::{calculate_cube_count_elemwise, prelude::*};
+    use cubecl::prelude::*;
 
-    use crate::cube_op::{plain_f32, plain_tensor};
-
-    /// The work size the launches' cube shape is chosen for, whatever a launch's length.
-    const CUBE_UNITS: usize = 1 << 16;
+    use crate::cube_op::{fixed_launch, plain_f32, plain_tensor};
 
     #[cube]
     fn mix(x: u32) -> u32 {
@@ -103,8 +100,7 @@ mod cube {
                     DType::F32,
                 );
                 let client = out.client.clone();
-                let cube_dim = CubeDim::new(&client, CUBE_UNITS);
-                let cube_count = calculate_cube_count_elemwise(&client, len, cube_dim);
+                let (cube_count, cube_dim) = fixed_launch(&client, len);
                 // SAFETY: units below `len` write `out` (`len` elements); `counter` has one.
                 unsafe {
                     bernoulli_kernel::launch_unchecked(
