@@ -5,10 +5,10 @@
 //! need. What a step lacks is filler that contributes nothing: rows of padding (a short last
 //! step), whole micro-batches of them, and label slots of weight 0.
 //!
-//! A step's host data ([`StepData`]) is written into device buffers that stay in place
-//! ([`StepSlots`]), as f32 (token ids and row indices are exact in f32 below 2²⁴), and cast to
-//! integers inside the step; the learning rate and the step's `1 / labels` travel the same way,
-//! so that a replay trains on the step it was given.
+//! A step's host data ([`StepData`]) is written into one device buffer that stays in place
+//! ([`StepSlots`]: one upload and one copy a step), as f32 (token ids and row indices are exact
+//! in f32 below 2²⁴), and sliced and cast to integers inside the step; the learning rate and the
+//! step's `1 / labels` travel in it too, so that a replay trains on the step it was given.
 //!
 //! The loss of a step in this shape is the same sum over its label tokens, divided by their
 //! count, with two differences in rounding from the eager step ([`crate::loss::inputs_loss`]):
@@ -16,7 +16,7 @@
 //! fused op has no weights) and the count's reciprocal multiplies the sum (the eager step
 //! divides by the count).
 
-use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData, s};
 use engram_model::Llama;
 use engram_model::mask::causal_mask;
 use engram_ops::graph::assign;
@@ -64,6 +64,12 @@ impl StepShape {
     pub fn slots(&self) -> usize {
         self.rows * self.len
     }
+
+    /// Values one micro-batch takes in a step's buffer: ids and inverse (a slot each), picks,
+    /// targets and weights (a label slot each).
+    fn micro_values(&self) -> usize {
+        2 * self.slots() + 3 * self.labels
+    }
 }
 
 /// Label tokens `e` has predicted: one per token after the first of its answer (as
@@ -97,6 +103,19 @@ pub struct StepData {
 }
 
 impl StepData {
+    /// The step as [`StepSlots`] holds it: each micro-batch's ids, picks, inverse, targets and
+    /// weights, then the scale and the learning rate.
+    fn values(&self) -> Vec<f32> {
+        let mut v = Vec::new();
+        for m in &self.micro {
+            for part in [&m.ids, &m.at, &m.inverse, &m.targets, &m.weights] {
+                v.extend_from_slice(part);
+            }
+        }
+        v.extend([self.scale, self.lr]);
+        v
+    }
+
     /// The micro-batches `group` (indices into `examples`) of one step at learning rate `lr`,
     /// padded with `pad_id` into `shape`.
     ///
@@ -183,28 +202,17 @@ fn micro_data(batch: &Batch, pad_id: u32, shape: &StepShape) -> MicroData {
     }
 }
 
-/// One micro-batch's device buffers (f32, flat).
-#[derive(Debug, Clone)]
-struct MicroSlots {
-    ids: Tensor<1>,
-    at: Tensor<1>,
-    inverse: Tensor<1>,
-    targets: Tensor<1>,
-    weights: Tensor<1>,
-}
-
-/// A captured run's step inputs on the device: buffers that stay in place and are overwritten
+/// A captured run's step inputs on the device: one buffer that stays in place and is overwritten
 /// with each step's [`StepData`] ([`StepSlots::write`]), and the tables every step shares (the
 /// rotary tables and causal mask of rows of `shape.len`).
 #[derive(Debug, Clone)]
 pub struct StepSlots {
     shape: StepShape,
-    micro: Vec<MicroSlots>,
+    /// [`StepData::values`], f32, not tracked by autodiff.
+    values: Tensor<1>,
     cos: Tensor<4>,
     sin: Tensor<4>,
     mask: Tensor<4, Bool>,
-    scale: Tensor<1>,
-    lr: Tensor<1>,
 }
 
 /// `values` as an f32 tensor on `device`.
@@ -219,47 +227,22 @@ impl StepSlots {
     /// The buffers of `shape` for `model`, holding `first` (the run's first step to take).
     pub fn new(model: &Llama, shape: StepShape, first: &StepData) -> Self {
         let device = model.device();
-        let inner = device.clone().inner();
         let positions: Vec<Vec<usize>> =
             (0..shape.rows).map(|_| (0..shape.len).collect()).collect();
         let (cos, sin) = model.rotary.tables(&positions, &device);
-        let micro = first
-            .micro
-            .iter()
-            .map(|m| MicroSlots {
-                ids: upload(&m.ids, &inner),
-                at: upload(&m.at, &inner),
-                inverse: upload(&m.inverse, &inner),
-                targets: upload(&m.targets, &inner),
-                weights: upload(&m.weights, &inner),
-            })
-            .collect();
         Self {
             shape,
-            micro,
+            values: upload(&first.values(), &device.clone().inner()),
             cos,
             sin,
             mask: causal_mask(shape.rows, shape.len, &device),
-            scale: upload(&[first.scale], &inner),
-            lr: upload(&[first.lr], &inner),
         }
     }
 
-    /// Writes `data` into the buffers, in place ([`assign`]): a replay that follows reads it.
+    /// Writes `data` into the buffer, in place ([`assign`]): a replay that follows reads it.
     pub fn write(&mut self, data: &StepData) {
-        let put = |slot: &mut Tensor<1>, values: &[f32]| {
-            let device = slot.device();
-            *slot = assign(slot.clone(), upload(values, &device));
-        };
-        for (s, m) in self.micro.iter_mut().zip(&data.micro) {
-            put(&mut s.ids, &m.ids);
-            put(&mut s.at, &m.at);
-            put(&mut s.inverse, &m.inverse);
-            put(&mut s.targets, &m.targets);
-            put(&mut s.weights, &m.weights);
-        }
-        put(&mut self.scale, &[data.scale]);
-        put(&mut self.lr, &[data.lr]);
+        let device = self.values.device();
+        self.values = assign(self.values.clone(), upload(&data.values(), &device));
     }
 
     /// The shape the buffers hold.
@@ -267,29 +250,32 @@ impl StepSlots {
         self.shape
     }
 
-    /// Micro-batches per step.
-    pub fn micro_batches(&self) -> usize {
-        self.micro.len()
+    /// `len` values of the buffer from `start`.
+    fn part(&self, start: usize, len: usize) -> Tensor<1> {
+        self.values.clone().slice(s![start..start + len])
     }
 
-    /// The learning rate's buffer (`[1]`).
-    pub fn lr(&self) -> &Tensor<1> {
-        &self.lr
+    /// The learning rate (`[1]`).
+    pub fn lr(&self) -> Tensor<1> {
+        self.part(self.shape.micro * self.shape.micro_values() + 1, 1)
     }
 
-    /// The micro-batches as the step reads them: the buffers cast to integers where they index.
+    /// The micro-batches as the step reads them: the buffer's parts, cast to integers where they
+    /// index.
     pub fn inputs(&self) -> Vec<BatchInputs> {
         let s = self.shape;
-        let int = |t: &Tensor<1>| -> Tensor<1, Int> { t.clone().int().autodiff() };
-        self.micro
-            .iter()
+        let (n, l) = (s.slots(), s.labels);
+        let int = |t: Tensor<1>| -> Tensor<1, Int> { t.int().autodiff() };
+        let scale = self.part(s.micro * s.micro_values(), 1);
+        (0..s.micro)
             .map(|m| {
+                let o = m * s.micro_values();
                 BatchInputs::on_device(
-                    int(&m.ids).reshape([s.rows, s.len]),
+                    int(self.part(o, n)).reshape([s.rows, s.len]),
                     (self.cos.clone(), self.sin.clone(), self.mask.clone()),
-                    (int(&m.at), int(&m.inverse)),
-                    int(&m.targets).reshape([s.labels, 1]),
-                    Some((m.weights.clone(), self.scale.clone())),
+                    (int(self.part(o + n, l)), int(self.part(o + n + l, n))),
+                    int(self.part(o + 2 * n + l, l)).reshape([l, 1]),
+                    Some((self.part(o + 2 * n + 2 * l, l), scale.clone())),
                 )
             })
             .collect()

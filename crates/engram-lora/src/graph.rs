@@ -142,7 +142,7 @@ impl CapturedStep {
     ) -> Self {
         assert_eq!(warm_up.len(), WARM_UP_STEPS, "the capture's warm-up steps");
         assert!(
-            slots.micro_batches() <= KEYS_PER_STEP as usize,
+            slots.shape().micro <= KEYS_PER_STEP as usize,
             "at most 64 micro-batches"
         );
         let source = Source::Slots {
@@ -192,7 +192,7 @@ impl CapturedStep {
                         slots.write(data);
                     }
                     // The slots' loss is scaled by the step's `1 / labels` on the device.
-                    (slots.inputs(), 1, slots.lr().clone(), fresh.is_some())
+                    (slots.inputs(), 1, slots.lr(), fresh.is_some())
                 }
             };
             let g = inputs_gradients(&model, &inputs, (labels, 0), key, &cfg, &mut Unobserved);
