@@ -72,6 +72,15 @@ struct Carried {
     losses: Vec<Tensor<1>>,
 }
 
+impl Carried {
+    /// The optimizer's step count once the device has taken `taken` steps since the capture
+    /// began: the optimizer counted every run of the step's code, the recording included, and
+    /// no replay of a graph.
+    fn optimizer_steps(&self, taken: u64) -> u64 {
+        self.optim.steps() - self.runs + taken
+    }
+}
+
 type StepFn = Box<dyn FnMut() -> Tensor<1>>;
 
 /// How replays run.
@@ -260,14 +269,20 @@ impl CapturedStep {
         std::mem::take(&mut self.carried.borrow_mut().losses)
     }
 
+    /// The device the model is on.
+    pub fn device(&self) -> burn::tensor::Device {
+        let c = self.carried.borrow();
+        c.model.as_ref().expect("the model between runs").device()
+    }
+
     /// `f` on the model and optimizer as they stand after every step taken (a checkpoint's or
     /// an evaluation's view), the graph kept.
     pub fn with_state<R>(&self, f: impl FnOnce(&Llama, &AdamW) -> R) -> R {
         let taken = self.steps();
         let mut c = self.carried.borrow_mut();
         let counted = c.optim.steps();
-        let runs = c.runs;
-        c.optim.set_steps(counted - runs + taken);
+        let settled = c.optimizer_steps(taken);
+        c.optim.set_steps(settled);
         let out = f(c.model.as_ref().expect("the model between runs"), &c.optim);
         c.optim.set_steps(counted);
         out
@@ -312,14 +327,15 @@ impl CapturedStep {
     pub fn finish(self) -> (Llama, AdamW) {
         let taken = self.steps();
         drop(self.runner);
-        let carried = Rc::try_unwrap(self.carried)
+        let mut carried = Rc::try_unwrap(self.carried)
             .ok()
             .expect("the graph is dropped")
             .into_inner();
-        // The optimizer counted every run of the step's code, the recording included, and no
-        // replay of a graph.
-        let mut optim = carried.optim;
-        optim.set_steps(optim.steps() - carried.runs + taken);
-        (carried.model.expect("the model between runs"), optim)
+        let settled = carried.optimizer_steps(taken);
+        carried.optim.set_steps(settled);
+        (
+            carried.model.expect("the model between runs"),
+            carried.optim,
+        )
     }
 }

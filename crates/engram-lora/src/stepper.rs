@@ -135,6 +135,14 @@ impl Stepper {
         }
     }
 
+    /// The device the model is on.
+    pub fn device(&self) -> burn::tensor::Device {
+        match self {
+            Stepper::Eager(model) | Stepper::Waiting(model, ..) => model.device(),
+            Stepper::Captured(c) => c.device(),
+        }
+    }
+
     /// `f` on the model and the optimizer as they stand (`optim`: the run's, until a capture
     /// takes it).
     pub fn with_state<R>(&self, optim: &AdamW, f: impl FnOnce(&Llama, &AdamW) -> R) -> R {

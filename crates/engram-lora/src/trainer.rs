@@ -97,6 +97,14 @@ impl Run {
         }
         self.write_record()
     }
+
+    /// Ends the run with `err`: the record says `status` and the error, and is written.
+    fn end<T>(&mut self, status: &str, err: LoraError) -> Result<T> {
+        self.record.status = status.into();
+        self.record.error = Some(err.to_string());
+        self.write_final_record()?;
+        Err(err)
+    }
 }
 
 impl Trainer<'_> {
@@ -301,15 +309,12 @@ impl Trainer<'_> {
         let mut i = 0;
         while i < groups.len() {
             if let Some(signal) = stop.requested() {
-                run.record.status = "stopped".into();
                 let err = LoraError::Stopped {
                     signal,
                     epoch: epoch + 1,
                     saved: run.state.epoch,
                 };
-                run.record.error = Some(err.to_string());
-                run.write_final_record()?;
-                return Err(err);
+                return run.end("stopped", err);
             }
             let (next, taken, captured) =
                 stepper.take(&mut run.optim, &groups, i, run.state.global_step, &plan);
@@ -318,17 +323,14 @@ impl Trainer<'_> {
                 if c.asked && !c.hardware {
                     // Burn's capture fell back to running the recording, which took a step of
                     // stale data: the run cannot go on as a graph run.
-                    let device = stepper.with_state(&run.optim, |m, _| m.device());
                     let err = LoraError::BadSetting(format!(
                         "graph = true: {} did not record the optimizer step as a graph (the \
                          capture ran it instead, one step twice); train without the graph",
-                        engram_model::device::describe(&device)
+                        engram_model::device::describe(&stepper.device())
                     ));
-                    run.record.status = "failed".into();
-                    run.record.error = Some(err.to_string());
-                    run.write_final_record()?;
-                    return Err(err);
+                    return run.end("failed", err);
                 }
+                let shape = data.shape.expect("a graph run's shape");
                 progress.note(&format!(
                     "step graph: {} in {:.1} s (its first {} steps); every step padded to {} × {} tokens",
                     if c.hardware {
@@ -338,13 +340,13 @@ impl Trainer<'_> {
                     },
                     c.seconds,
                     taken.len(),
-                    t.batch_size,
-                    data.shape.map_or(0, |s| s.len),
+                    shape.rows,
+                    shape.len,
                 ));
                 run.record.step_graph = Some(StepGraphRecord {
                     hardware: c.hardware,
                     capture_seconds: c.seconds,
-                    shape: data.shape.expect("a graph run's shape"),
+                    shape,
                 });
             }
             for s in &taken {
@@ -369,9 +371,8 @@ impl Trainer<'_> {
                         last_step,
                         message,
                     }) => {
-                        let device = stepper.with_state(&run.optim, |m, _| m.device());
                         let err = LoraError::Device {
-                            device: engram_model::device::describe(&device),
+                            device: engram_model::device::describe(&stepper.device()),
                             epoch: epoch + 1,
                             first_step: first_step + 1,
                             last_step: last_step + 1,
@@ -379,10 +380,7 @@ impl Trainer<'_> {
                             message,
                             saved: run.state.epoch,
                         };
-                        run.record.status = "failed".into();
-                        run.record.error = Some(err.to_string());
-                        run.write_final_record()?;
-                        return Err(err);
+                        return run.end("failed", err);
                     }
                     Err(ReadError::NonFinite(s)) => {
                         let err = LoraError::NonFiniteLoss {
@@ -391,10 +389,7 @@ impl Trainer<'_> {
                             loss: s.loss,
                             lr: s.lr,
                         };
-                        run.record.status = "diverged".into();
-                        run.record.error = Some(err.to_string());
-                        run.write_final_record()?;
-                        return Err(err);
+                        return run.end("diverged", err);
                     }
                 }
             }
