@@ -3,7 +3,7 @@
 
 use engram_lora::{TrainConfig, Trainer, load_adapter};
 use engram_model::{AnswerConfig, LoraConfig, LoraTarget, answer_questions};
-use engram_testkit::{base_weights, facts, small_random, tiny, train_lock};
+use engram_testkit::{StopAfter, base_weights, facts, small_random, tiny, train_lock};
 
 /// The answer, surrounding whitespace aside, is the gold answer, character for character.
 fn verbatim(answer: &str, gold: &str) -> bool {
@@ -184,22 +184,6 @@ fn resume_ends_on_the_same_adapter_as_an_uninterrupted_run() {
     assert!(e.contains("cannot resume"), "{e}");
 }
 
-/// Asks `stop` to stop once `after` optimizer steps were reported.
-struct StopAfter {
-    after: u64,
-    seen: std::sync::atomic::AtomicU64,
-    stop: engram_io::Stop,
-}
-
-impl engram_io::Progress for StopAfter {
-    fn advance(&self, n: u64) {
-        let seen = self.seen.fetch_add(n, std::sync::atomic::Ordering::SeqCst) + n;
-        if seen >= self.after {
-            self.stop.request(10);
-        }
-    }
-}
-
 #[test]
 fn a_stop_ends_at_a_step_keeps_the_epoch_checkpoint_and_resumes_exactly() {
     let _g = train_lock();
@@ -223,13 +207,9 @@ fn a_stop_ends_at_a_step_keeps_the_epoch_checkpoint_and_resumes_exactly() {
     // Stopped after the first step of epoch 3: that step is dropped, epoch 2 is kept.
     let cut = tempfile::tempdir().unwrap();
     let (model, _) = tiny(true);
-    let progress = StopAfter {
-        after: 7,
-        seen: 0.into(),
-        stop: engram_io::Stop::new(),
-    };
+    let progress = StopAfter::new(7);
     let e = trainer
-        .run_until(model, &facts, cut.path(), false, &progress, &progress.stop)
+        .run_until(model, &facts, cut.path(), false, &progress, progress.stop())
         .err()
         .unwrap();
     assert!(
@@ -505,13 +485,9 @@ fn a_graph_run_takes_one_shape_follows_the_eager_run_and_resumes_exactly() {
     let cut = tempfile::tempdir().unwrap();
     let (model, _) = tiny(true);
     // The capture advances three steps at once: stopped after step 7, in epoch 2.
-    let progress = StopAfter {
-        after: 7,
-        seen: 0.into(),
-        stop: engram_io::Stop::new(),
-    };
+    let progress = StopAfter::new(7);
     let e = trainer(true, 0.05)
-        .run_until(model, &facts, cut.path(), false, &progress, &progress.stop)
+        .run_until(model, &facts, cut.path(), false, &progress, progress.stop())
         .err()
         .unwrap();
     assert!(

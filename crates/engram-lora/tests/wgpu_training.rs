@@ -10,10 +10,9 @@ use std::time::Instant;
 
 use burn::tensor::Device;
 use engram_checkpoint::{Checkpoint, SafetensorsCheckpoint, TensorSource};
-use engram_io::Stop;
 use engram_lora::{TrainConfig, Trainer};
 use engram_model::{Llama, LoraConfig, WeightDType, open_device};
-use engram_testkit::{facts, random_model, rephrased_hits, train_lock};
+use engram_testkit::{StopAfter, facts, random_model, rephrased_hits, train_lock};
 use engram_tokenizer::ChatTokenizer;
 
 /// Trains on `device` and returns (hits on the training prompts, loss per epoch, adapter dir).
@@ -270,25 +269,10 @@ fn graph_run(
         },
         base_model: "random".into(),
     };
-    let progress = StopAfter(
-        stop_after.unwrap_or(u64::MAX),
-        Default::default(),
-        Stop::new(),
-    );
+    let progress = StopAfter::new(stop_after.unwrap_or(u64::MAX));
     trainer
-        .run_until(model, &facts(8), out, resume, &progress, &progress.2)
+        .run_until(model, &facts(8), out, resume, &progress, progress.stop())
         .map(|done| done.record)
-}
-
-/// Requests a stop once `.0` steps are done.
-struct StopAfter(u64, std::sync::atomic::AtomicU64, Stop);
-
-impl engram_io::Progress for StopAfter {
-    fn advance(&self, n: u64) {
-        if self.1.fetch_add(n, std::sync::atomic::Ordering::SeqCst) + n >= self.0 {
-            self.2.request(10);
-        }
-    }
 }
 
 /// `graph = true` on wgpu: the step is captured (CubeCL's software graph on llvmpipe) and each

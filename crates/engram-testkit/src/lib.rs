@@ -1,6 +1,6 @@
 //! Shared helpers of engram's tests (a dev-dependency only): where the repository's fixtures
 //! are, transformers' reference files, the tiny fixture models and random ones, synthetic
-//! facts, a scripted OpenAI-compatible server for judge tests, and a lock for tests that draw
+//! facts, a scripted OpenAI-compatible server for judge tests, a progress sink that stops a run part-way, and a lock for tests that draw
 //! from the process-global backend RNG. Tests read
 //! fixtures from the repository; only tests of peer tools reach `../shared`.
 
@@ -8,6 +8,7 @@ pub mod facts;
 pub mod models;
 pub mod openai;
 pub mod reference;
+pub mod stop;
 pub mod sweeps;
 
 pub use facts::{facts, rephrased_hits};
@@ -17,6 +18,7 @@ pub use models::{
 };
 pub use reference::Reference;
 use std::path::PathBuf;
+pub use stop::StopAfter;
 
 /// The repository root.
 pub fn repo() -> PathBuf {
