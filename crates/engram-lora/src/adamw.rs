@@ -175,9 +175,9 @@ impl AdamW {
     /// computed on the device from `step`, a `[1]` f32 tensor holding this step's number (the
     /// caller advances it), as `torch.optim.AdamW(capturable=True)` computes them (`1 − βᵗ` in
     /// f32: off by up to about 6e-5 of `1 − β₂` on the first step, which the host computes in
-    /// f64), and on gathered gradients the new values and moments are written into
-    /// the old buckets' memory ([`engram_ops::graph::assign`]), so that every step reads and
-    /// writes the same buffers. The learning rate is a `[1]` device tensor too (a run writes each
+    /// f64), and the new values and moments are written into the old ones' memory
+    /// ([`engram_ops::graph::assign`]: the buckets' on gathered gradients, each factor's on
+    /// per-factor ones), so that every step reads and writes the same buffers. The learning rate is a `[1]` device tensor too (a run writes each
     /// step's into it), and `lr · (1 / (1 − β₁ᵗ))` is rounded in f32 as torch's capturable step
     /// rounds it.
     pub fn step_in_place(
@@ -214,7 +214,7 @@ impl AdamW {
             grads => {
                 self.per_factor();
                 let clip: Option<Tensor<2>> = clip.map(|c| c.reshape([1, 1]));
-                self.step_per_factor(model, grads.into_per_factor(), clip.as_ref(), k)
+                self.step_per_factor(model, grads.into_per_factor(), clip.as_ref(), k, in_place)
             }
         }
     }
@@ -311,16 +311,7 @@ impl AdamW {
                 Some(c) => g * c.clone(),
                 None => g,
             };
-            let (p, m, v) = if in_place {
-                let (p2, m2, v2) = update(p.clone(), g, old.clone(), k);
-                match old {
-                    Some((m, v)) => (assign(p, p2), assign(m, m2), assign(v, v2)),
-                    // The first update makes the moments: their buffers are new.
-                    None => (assign(p, p2), m2, v2),
-                }
-            } else {
-                update(p, g, old, k)
-            };
+            let (p, m, v) = update_into(p, g, old, k, in_place);
             for (i, slot) in layout.slots.iter().enumerate() {
                 if slot.bucket != b {
                     continue;
@@ -352,13 +343,16 @@ impl AdamW {
         model
     }
 
-    /// The update factor by factor.
+    /// The update factor by factor (`in_place`: each factor's new values and moments written
+    /// into its old buffers, as the update on buckets writes them, so that a replayed step
+    /// reads what the last replay wrote).
     fn step_per_factor(
         &mut self,
         mut model: Llama,
         mut grads: GradientsParams,
         clip: Option<&Tensor<2>>,
         k: &Coefficients,
+        in_place: bool,
     ) -> Llama {
         let State::PerFactor(moments) = &mut self.state else {
             unreachable!("made per factor before the step")
@@ -368,8 +362,8 @@ impl AdamW {
                 let Some(mut ad) = model.linear_mut(layer, target).lora.take() else {
                     continue;
                 };
-                ad.lora_a = update_factor(ad.lora_a, &mut grads, moments, clip, k);
-                ad.lora_b = update_factor(ad.lora_b, &mut grads, moments, clip, k);
+                ad.lora_a = update_factor(ad.lora_a, &mut grads, moments, clip, k, in_place);
+                ad.lora_b = update_factor(ad.lora_b, &mut grads, moments, clip, k, in_place);
                 model.linear_mut(layer, target).lora = Some(ad);
             }
         }
@@ -385,13 +379,15 @@ fn slot_moments(slot: &Slot, m: &[Tensor<1>], v: &[Tensor<1>]) -> Moments {
     }
 }
 
-/// Updates one factor (its moments kept by value, so that fusion may write them in place).
+/// Updates one factor (its moments kept by value, so that fusion may write them in place;
+/// `in_place`: the new values and moments written into the old ones' buffers).
 fn update_factor(
     param: Param<Tensor<2>>,
     grads: &mut GradientsParams,
     moments: &mut HashMap<ParamId, Moments>,
     clip: Option<&Tensor<2>>,
     k: &Coefficients,
+    in_place: bool,
 ) -> Param<Tensor<2>> {
     let id = param.id;
     let Some(grad) = grads.remove::<2>(id) else {
@@ -404,7 +400,7 @@ fn update_factor(
     let old = moments.remove(&id).map(|m| (m.exp_avg, m.exp_avg_sq));
     param.map(|p| {
         let require_grad = p.is_require_grad();
-        let (updated, exp_avg, exp_avg_sq) = update(p.inner(), g, old, k);
+        let (updated, exp_avg, exp_avg_sq) = update_into(p.inner(), g, old, k, in_place);
         moments.insert(
             id,
             Moments {
@@ -414,6 +410,25 @@ fn update_factor(
         );
         Tensor::from_inner(updated).set_require_grad(require_grad)
     })
+}
+
+/// [`update`], its results written into `p`'s and `old`'s buffers when `in_place`
+/// ([`engram_ops::graph::assign`]; the first update makes the moments: their buffers are new).
+fn update_into<const D: usize>(
+    p: Tensor<D>,
+    g: Tensor<D>,
+    old: Option<(Tensor<D>, Tensor<D>)>,
+    k: &Coefficients,
+    in_place: bool,
+) -> (Tensor<D>, Tensor<D>, Tensor<D>) {
+    if !in_place {
+        return update(p, g, old, k);
+    }
+    let (p2, m2, v2) = update(p.clone(), g, old.clone(), k);
+    match old {
+        Some((m, v)) => (assign(p, p2), assign(m, m2), assign(v, v2)),
+        None => (assign(p, p2), m2, v2),
+    }
 }
 
 /// torch's AdamW update of values `p` with (clipped) gradient `g` and moments `old` (`None`:

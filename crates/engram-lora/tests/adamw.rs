@@ -3,7 +3,8 @@
 //! CPU backend and on wgpu (llvmpipe in CI): the same trajectory over several steps with weight
 //! decay and clipping, the clip factor equal to one computed on the host, a checkpoint of Burn's
 //! record resumed by engram's optimizer, and engram's own state file read back exactly or
-//! rejected with a named error; and the flat layout of the adapters it updates in buckets.
+//! rejected with a named error; the flat layout of the adapters it updates in buckets; and its
+//! step in place, replayed from a captured graph, on per-factor gradients.
 
 use std::path::Path;
 
@@ -531,4 +532,93 @@ fn buckets_update_as_factors_do_on_the_cpu() {
 fn buckets_update_as_factors_do_on_wgpu() {
     let _g = train_lock();
     buckets_update_as_factors_do(engram_model::open_device("wgpu").expect("a wgpu adapter"));
+}
+
+/// AdamW's step in place ([`AdamW::step_in_place`]) on per-factor gradients — the update a
+/// step takes when some factor has no gradient — captured and replayed: each replay reads
+/// what the one before wrote, so Burn's three warm-up runs and four replays end, bit for bit,
+/// where seven steps in place run eagerly end. A step that wrote its factors or moments into
+/// new buffers would replay the recorded run's reads and end four steps from the start. The
+/// gradients, clip factor and step number are the same every step. `recorded`: the backend
+/// records graphs (wgpu); without (the CPU), Burn runs the recording and each replay too.
+fn per_factor_steps_in_place_replay(device: Device, recorded: bool) {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (model, examples) = setup(&device, dir.path());
+    let g = grads_of(&model, &examples, 0);
+    let fixed: Vec<_> = ids(&model)
+        .into_iter()
+        .map(|id| (id, g.grads.factor(id).unwrap()))
+        .collect();
+    let clip = g.clip.clone();
+    let inner = model.device().inner();
+    let scalar =
+        |x: f32| Tensor::<1>::from_data(TensorData::new(vec![x], [1]), (&inner, DType::F32));
+    let (lr, step) = (scalar(LR as f32), scalar(1.0));
+    let state =
+        |model: &Llama| Rc::new(RefCell::new((Some(model.clone()), optimizer(&settings()))));
+    let stepper = |state: Rc<RefCell<(Option<Llama>, AdamW)>>| {
+        let (fixed, clip, lr, step) = (fixed.clone(), clip.clone(), lr.clone(), step.clone());
+        move || {
+            let mut s = state.borrow_mut();
+            let mut grads = GradientsParams::new();
+            for (id, t) in &fixed {
+                grads.register(*id, t.clone());
+            }
+            let grads = ClippedGradients {
+                grads: AdapterGrads::PerFactor(grads),
+                clip: clip.clone(),
+            };
+            let m = s.0.take().unwrap();
+            let m = s.1.step_in_place(&lr, m, grads, &step);
+            let out = m.adapter_factors()[0].1.val().inner().sum();
+            s.0 = Some(m);
+            out
+        }
+    };
+
+    let eager = state(&model);
+    let run = stepper(eager.clone());
+    for _ in 0..7 {
+        run();
+    }
+    let replayed = state(&model);
+    let mut graph = burn::tensor::capture(&inner, stepper(replayed.clone()));
+    assert_eq!(graph.is_hardware(), recorded, "a graph recorded");
+    let replays = if recorded { 4 } else { 3 };
+    for _ in 0..replays {
+        // SAFETY: the graph's buffers belong to `replayed`, alive until the end of this test.
+        let _ = unsafe { graph.replay() }.clone();
+    }
+    drop(graph);
+    let (a, b) = (eager.borrow(), replayed.borrow());
+    let (a, b) = (a.0.as_ref().unwrap(), b.0.as_ref().unwrap());
+    for ((name, x), (_, y)) in a.adapter_factors().iter().zip(b.adapter_factors()) {
+        assert_eq!(host(x.val()), host(y.val()), "{name} after seven steps");
+    }
+    for (id, _) in &fixed {
+        let (x, y) = (
+            eager.borrow().1.moments(*id),
+            replayed.borrow().1.moments(*id),
+        );
+        let (x, y) = (x.unwrap(), y.unwrap());
+        assert_eq!(host(x.exp_avg), host(y.exp_avg));
+        assert_eq!(host(x.exp_avg_sq), host(y.exp_avg_sq));
+    }
+}
+
+#[test]
+fn per_factor_steps_in_place_replay_on_the_cpu() {
+    let _g = train_lock();
+    per_factor_steps_in_place_replay(Device::flex(), false);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn per_factor_steps_in_place_replay_on_wgpu() {
+    let _g = train_lock();
+    let device = engram_model::open_device("wgpu").expect("a wgpu adapter");
+    per_factor_steps_in_place_replay(device, true);
 }
