@@ -251,7 +251,18 @@ fn graph_run(
     device: &Device,
     model_dir: &std::path::Path,
     out: &std::path::Path,
+    run: (f64, bool, Option<u64>),
+) -> Result<engram_lora::TrainRecord, engram_lora::LoraError> {
+    graph_run_of(device, model_dir, out, run, (8, 1))
+}
+
+/// [`graph_run`] on `n` facts, `grad_accum` micro-batches a step.
+fn graph_run_of(
+    device: &Device,
+    model_dir: &std::path::Path,
+    out: &std::path::Path,
     (dropout, resume, stop_after): (f64, bool, Option<u64>),
+    (n, grad_accum): (usize, usize),
 ) -> Result<engram_lora::TrainRecord, engram_lora::LoraError> {
     let ckpt = Checkpoint::open(model_dir.to_str().unwrap()).unwrap();
     let tok = ChatTokenizer::from_files(&ckpt.tokenizer).unwrap();
@@ -263,6 +274,7 @@ fn graph_run(
             epochs: 6,
             lr: 5e-3,
             batch_size: 2,
+            grad_accum,
             warmup_epochs: 1.0,
             graph: true,
             ..TrainConfig::default()
@@ -271,7 +283,7 @@ fn graph_run(
     };
     let progress = StopAfter::new(stop_after.unwrap_or(u64::MAX));
     trainer
-        .run_until(model, &facts(8), out, resume, &progress, progress.stop())
+        .run_until(model, &facts(n), out, resume, &progress, progress.stop())
         .map(|done| done.record)
 }
 
@@ -350,4 +362,44 @@ fn a_graph_run_on_wgpu_replays_its_steps_and_resumes() {
         );
     }
     assert_ne!(u, g, "dropout changes the run");
+}
+
+/// `graph = true` on wgpu with two micro-batches a step: 13 facts in batches of 2 make 4 steps
+/// an epoch, the last one a micro-batch of one row and a micro-batch of padding. The captured
+/// step accumulates both micro-batches (recorded as a graph) and follows the CPU's run of the
+/// same fixed-shape step, which runs its code every time.
+#[test]
+fn a_graph_run_on_wgpu_accumulates_micro_batches() {
+    let _g = train_lock();
+    let model_dir = tempfile::tempdir().unwrap();
+    random_model(model_dir.path(), 64, 2, 4, 2, 128, 9);
+    let wgpu = open_device("wgpu").expect("a wgpu adapter (Mesa's llvmpipe without a GPU)");
+    let (cpu_out, gpu_out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let run = (0.0, false, None);
+    let cpu = graph_run_of(
+        &Device::flex(),
+        model_dir.path(),
+        cpu_out.path(),
+        run,
+        (13, 2),
+    );
+    let gpu = graph_run_of(&wgpu, model_dir.path(), gpu_out.path(), run, (13, 2));
+    let (cpu, gpu) = (cpu.unwrap(), gpu.unwrap());
+    let graph = gpu
+        .step_graph
+        .as_ref()
+        .expect("the record names the step graph");
+    assert!(graph.hardware, "wgpu records the step");
+    assert_eq!((graph.shape.micro, graph.shape.rows), (2, 2), "{graph:?}");
+    assert_eq!(
+        gpu.epochs.iter().map(|e| e.steps).collect::<Vec<_>>(),
+        vec![4; 6]
+    );
+    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
+    let (c, g) = (losses(&cpu), losses(&gpu));
+    eprintln!("cpu {c:.5?}\nwgpu {g:.5?}");
+    for (a, b) in c.iter().zip(&g) {
+        assert!((a - b).abs() <= 1e-3 * a.abs(), "cpu {c:?} wgpu {g:?}");
+    }
+    assert!(g.windows(2).all(|w| w[1] < w[0]), "the loss falls: {g:?}");
 }
