@@ -378,7 +378,7 @@ impl RankBench<'_> {
                 first_step = Some(FirstStep {
                     after_build_s: rank_start.elapsed().as_secs_f64() - built,
                     after_process_start_s: spec.process_start.elapsed().as_secs_f64(),
-                    compiled: kernel_cache::activity().compiled - compiled0.compiled,
+                    compiled: kernel_cache::activity().since(&compiled0).compiled,
                 });
             }
             if log.pending() >= train_cfg.read_interval() {
@@ -396,7 +396,7 @@ impl RankBench<'_> {
         if launches.is_some() {
             (_, phases) = step_phases(model, &self.examples, 0, train_cfg, &mut optim);
         }
-        let compiled = kernel_cache::activity();
+        let compiled = kernel_cache::activity().since(&compiled0);
         Ok(Timed {
             built,
             secs,
@@ -405,8 +405,8 @@ impl RankBench<'_> {
             reads,
             high,
             phases,
-            compiled: compiled.compiled - compiled0.compiled,
-            autotuned: compiled.autotuned - compiled0.autotuned,
+            compiled: compiled.compiled,
+            autotuned: compiled.autotuned,
         })
     }
 

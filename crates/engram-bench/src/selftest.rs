@@ -303,14 +303,11 @@ fn memory(device: &Device) -> (String, f64) {
 /// Runs a check's work: its result, seconds, and the GPU kernels compiled and autotune
 /// decisions made meanwhile.
 fn timed<T>(f: impl FnOnce() -> Result<T>) -> (Result<T>, f64, (u64, u64)) {
-    let work = || {
-        let a = engram_model::kernel_cache::activity();
-        (a.compiled, a.autotuned)
-    };
-    let (before, t0) = (work(), Instant::now());
+    let (before, t0) = (engram_model::kernel_cache::activity(), Instant::now());
     let r = f();
-    let (seconds, after) = (t0.elapsed().as_secs_f64(), work());
-    (r, seconds, (after.0 - before.0, after.1 - before.1))
+    let seconds = t0.elapsed().as_secs_f64();
+    let work = engram_model::kernel_cache::activity().since(&before);
+    (r, seconds, (work.compiled, work.autotuned))
 }
 
 fn failed(name: &str, e: anyhow::Error, seconds: f64, compiled: (u64, u64)) -> Check {

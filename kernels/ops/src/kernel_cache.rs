@@ -385,6 +385,17 @@ pub struct CompileActivity {
 }
 
 impl CompileActivity {
+    /// The kernels compiled and autotune decisions made since `earlier` (an activity of the same
+    /// process taken before), for a piece of work inside a longer process; the times stay this
+    /// one's.
+    pub fn since(&self, earlier: &CompileActivity) -> CompileActivity {
+        CompileActivity {
+            compiled: self.compiled.saturating_sub(earlier.compiled),
+            autotuned: self.autotuned.saturating_sub(earlier.autotuned),
+            ..*self
+        }
+    }
+
     /// The live line shown while kernels compile: "compiling GPU kernels: 120, 34 s — cached
     /// for next time".
     pub fn live_line(&self) -> String {
@@ -564,6 +575,18 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(bare(7).since(&bare(2)), bare(5));
+    }
+
+    #[test]
+    fn activity_since_an_earlier_one_counts_the_work_between() {
+        let at = |compiled, autotuned| CompileActivity {
+            compiled,
+            autotuned,
+            since_first: Some(Duration::from_secs(9)),
+            since_last: Some(Duration::from_secs(1)),
+        };
+        assert_eq!(at(120, 7).since(&at(100, 4)), at(20, 3));
+        assert_eq!(at(5, 0).since(&at(9, 2)), at(0, 0), "never below zero");
     }
 
     #[test]
