@@ -20,9 +20,10 @@ pub struct TrainExample {
 }
 
 impl TrainExample {
-    /// Number of label tokens (answer + end of turn).
+    /// Number of label tokens (answer + end of turn): the tokens a [`crate::Batch`] predicts,
+    /// `ids[max(prompt_len, 1)..]` (an example's first token has none before it to predict it).
     pub fn label_count(&self) -> usize {
-        self.ids.len() - self.prompt_len
+        self.ids.len().saturating_sub(self.prompt_len.max(1))
     }
 }
 

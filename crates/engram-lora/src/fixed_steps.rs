@@ -49,7 +49,7 @@ impl StepShape {
             .max()
             .unwrap_or(1)
             .max(1);
-        let mut labels: Vec<usize> = examples.iter().map(predicted).collect();
+        let mut labels: Vec<usize> = examples.iter().map(TrainExample::label_count).collect();
         labels.sort_unstable_by(|a, b| b.cmp(a));
         let rows = cfg.batch_size.max(1);
         Self {
@@ -70,12 +70,6 @@ impl StepShape {
     fn micro_values(&self) -> usize {
         2 * self.slots() + 3 * self.labels
     }
-}
-
-/// Label tokens `e` has predicted: one per token after the first of its answer (as
-/// [`Batch`] picks them).
-fn predicted(e: &TrainExample) -> usize {
-    e.ids.len().saturating_sub(e.prompt_len.max(1))
 }
 
 /// One micro-batch laid out in a [`StepShape`], as f32.
