@@ -85,6 +85,13 @@ pub struct TrainRecord {
     pub step_graph: Option<StepGraphRecord>,
 }
 
+impl TrainRecord {
+    /// Each epoch's mean loss, in order.
+    pub fn epoch_losses(&self) -> Vec<f64> {
+        self.epochs.iter().map(|e| e.loss).collect()
+    }
+}
+
 /// How a `graph = true` run captured its optimizer step.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepGraphRecord {

@@ -70,7 +70,7 @@ fn bf16_adapter_compute_memorizes_beside_f32() {
             assert_eq!(a.lora_a.val().dtype(), DType::F32);
         }
         let hits = rephrased_hits(&done.model, &tok, &facts, 8, 16);
-        let losses: Vec<f64> = done.record.epochs.iter().map(|e| e.loss).collect();
+        let losses = done.record.epoch_losses();
         (hits, losses)
     };
     let (f32_hits, f32_loss) = run(AdapterCompute::F32);

@@ -113,13 +113,7 @@ fn a_packed_run_follows_the_padded_run_and_a_short_row_is_named() {
         let out = tempfile::tempdir().unwrap();
         trainer
             .run(model, &facts, out.path(), false)
-            .map(|done| {
-                done.record
-                    .epochs
-                    .iter()
-                    .map(|e| e.loss)
-                    .collect::<Vec<_>>()
-            })
+            .map(|done| done.record.epoch_losses())
             .map_err(|e| e.to_string())
     };
     let padded = run(BatchLayout::Padded, None).unwrap();

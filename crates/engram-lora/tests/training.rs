@@ -3,7 +3,9 @@
 
 use engram_lora::{TrainConfig, Trainer, load_adapter};
 use engram_model::{AnswerConfig, LoraConfig, LoraTarget, answer_questions};
-use engram_testkit::{StopAfter, base_weights, facts, small_random, tiny, train_lock};
+use engram_testkit::{
+    StopAfter, assert_follows, base_weights, facts, small_random, tiny, train_lock,
+};
 
 /// The answer, surrounding whitespace aside, is the gold answer, character for character.
 fn verbatim(answer: &str, gold: &str) -> bool {
@@ -46,7 +48,7 @@ fn memorizes_twenty_facts_and_leaves_the_base_untouched() {
     };
     let out = tempfile::tempdir().unwrap();
     let done = trainer.run(model, &facts, out.path(), false).unwrap();
-    let losses: Vec<f64> = done.record.epochs.iter().map(|e| e.loss).collect();
+    let losses = done.record.epoch_losses();
     eprintln!("epoch losses: {losses:.3?}");
     // The loss falls on average: each quarter of the run is below the one before it.
     let q = losses.len() / 4;
@@ -162,8 +164,10 @@ fn resume_ends_on_the_same_adapter_as_an_uninterrupted_run() {
     .unwrap();
     assert_eq!(resumed.record.resumed_after_epoch, Some(2));
     assert_eq!(adapter_bytes(cut.path()), adapter_bytes(full.path()));
-    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
-    assert_eq!(losses(&resumed.record), losses(&uninterrupted.record));
+    assert_eq!(
+        resumed.record.epoch_losses(),
+        uninterrupted.record.epoch_losses()
+    );
 
     // Changing a setting makes the checkpoint foreign.
     let other = Trainer {
@@ -240,8 +244,10 @@ fn a_stop_ends_at_a_step_keeps_the_epoch_checkpoint_and_resumes_exactly() {
     assert_eq!(resumed.record.resumed_after_epoch, Some(2));
     assert_eq!(resumed.record.status, "finished");
     assert_eq!(adapter_bytes(cut.path()), adapter_bytes(full.path()));
-    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
-    assert_eq!(losses(&resumed.record), losses(&uninterrupted.record));
+    assert_eq!(
+        resumed.record.epoch_losses(),
+        uninterrupted.record.epoch_losses()
+    );
 }
 
 #[test]
@@ -441,7 +447,6 @@ fn a_graph_run_takes_one_shape_follows_the_eager_run_and_resumes_exactly() {
         train: cfg(graph),
         base_model: "tiny-f32".into(),
     };
-    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
     let run = |graph: bool, dropout: f64| {
         let out = tempfile::tempdir().unwrap();
         let (model, _) = tiny(true);
@@ -465,11 +470,9 @@ fn a_graph_run_takes_one_shape_follows_the_eager_run_and_resumes_exactly() {
         "{g:?}"
     );
     assert!(eager.step_graph.is_none());
-    let (e, k) = (losses(&eager), losses(&graph));
+    let (e, k) = (eager.epoch_losses(), graph.epoch_losses());
     eprintln!("eager {e:.6?}\ngraph {k:.6?}");
-    for (a, b) in e.iter().zip(&k) {
-        assert!((a - b).abs() <= 1e-4 * a.abs(), "eager {e:?} graph {k:?}");
-    }
+    assert_follows(&e, &k, 1e-4, ("eager", "graph"));
     assert!(k.windows(2).all(|w| w[1] < w[0]), "the loss falls: {k:?}");
     assert_eq!(
         graph.epochs.iter().map(|e| e.steps).collect::<Vec<_>>(),
@@ -507,7 +510,7 @@ fn a_graph_run_takes_one_shape_follows_the_eager_run_and_resumes_exactly() {
         .unwrap();
     assert_eq!(resumed.record.resumed_after_epoch, Some(1));
     assert_eq!(adapter_bytes(cut.path()), adapter_bytes(full_dir.path()));
-    assert_eq!(losses(&resumed.record), losses(&full));
+    assert_eq!(resumed.record.epoch_losses(), full.epoch_losses());
 }
 
 /// `graph = true` with two micro-batches a step, on the CPU: 13 facts in batches of 2 make 4
@@ -548,12 +551,9 @@ fn a_graph_run_accumulates_micro_batches_as_the_eager_run_does() {
     let steps = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.steps).collect::<Vec<_>>();
     assert_eq!(steps(&graph), vec![4; 4]);
     assert_eq!(steps(&eager), steps(&graph));
-    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
-    let (e, k) = (losses(&eager), losses(&graph));
+    let (e, k) = (eager.epoch_losses(), graph.epoch_losses());
     eprintln!("eager {e:.6?}\ngraph {k:.6?}");
-    for (a, b) in e.iter().zip(&k) {
-        assert!((a - b).abs() <= 1e-5 * a.abs(), "eager {e:?} graph {k:?}");
-    }
+    assert_follows(&e, &k, 1e-5, ("eager", "graph"));
     assert!(k.windows(2).all(|w| w[1] < w[0]), "the loss falls: {k:?}");
     assert_eq!(
         graph.epochs.iter().map(|e| e.tokens).collect::<Vec<_>>(),

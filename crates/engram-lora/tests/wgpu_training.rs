@@ -12,7 +12,7 @@ use burn::tensor::Device;
 use engram_checkpoint::{Checkpoint, SafetensorsCheckpoint, TensorSource};
 use engram_lora::{TrainConfig, Trainer};
 use engram_model::{Llama, LoraConfig, WeightDType, open_device};
-use engram_testkit::{StopAfter, facts, random_model, rephrased_hits, train_lock};
+use engram_testkit::{StopAfter, assert_follows, facts, random_model, rephrased_hits, train_lock};
 use engram_tokenizer::ChatTokenizer;
 
 /// Trains on `device` and returns (hits on the training prompts, loss per epoch, adapter dir).
@@ -44,7 +44,7 @@ fn run(
     };
     let done = trainer.run(model, &facts, out, false).unwrap();
     let hits = rephrased_hits(&done.model, &tok, &facts, 4, 8);
-    let losses = done.record.epochs.iter().map(|e| e.loss).collect();
+    let losses = done.record.epoch_losses();
     (hits, losses, t0.elapsed())
 }
 
@@ -175,8 +175,10 @@ fn a_resumed_run_on_wgpu_ends_on_the_same_adapter() {
     std::fs::remove_file(cut.path().join(engram_lora::ADAPTER_WEIGHTS)).unwrap();
     let resumed = trainer.run(model(), &facts, cut.path(), true).unwrap();
     assert_eq!(resumed.record.resumed_after_epoch, Some(2));
-    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
-    assert_eq!(losses(&resumed.record), losses(&uninterrupted.record));
+    assert_eq!(
+        resumed.record.epoch_losses(),
+        uninterrupted.record.epoch_losses()
+    );
     assert!(
         bytes(cut.path()) == bytes(full.path()),
         "the resumed adapter differs"
@@ -311,8 +313,7 @@ fn a_graph_run_on_wgpu_replays_its_steps_and_resumes() {
     let t0 = Instant::now();
     let gpu = graph_run(&wgpu, model_dir.path(), gpu_out.path(), (0.0, false, None)).unwrap();
     let gpu_t = t0.elapsed();
-    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
-    let (c, g) = (losses(&cpu), losses(&gpu));
+    let (c, g) = (cpu.epoch_losses(), gpu.epoch_losses());
     let graph = gpu
         .step_graph
         .as_ref()
@@ -323,9 +324,7 @@ fn a_graph_run_on_wgpu_replays_its_steps_and_resumes() {
     );
     assert!(graph.hardware, "wgpu records the step");
     assert!(!cpu.step_graph.as_ref().unwrap().hardware);
-    for (a, b) in c.iter().zip(&g) {
-        assert!((a - b).abs() <= 1e-3 * a.abs(), "cpu {c:?} wgpu {g:?}");
-    }
+    assert_follows(&c, &g, 1e-3, ("cpu", "wgpu"));
     assert!(g.windows(2).all(|w| w[1] < w[0]), "the loss falls: {g:?}");
 
     let uninterrupted = graph_run(&wgpu, model_dir.path(), full.path(), (0.05, false, None));
@@ -349,18 +348,13 @@ fn a_graph_run_on_wgpu_replays_its_steps_and_resumes() {
     // warm-up ran, and another capture may round an element an ulp apart (seen here: the
     // epochs right after the resume equal, epoch 4's mean loss 1.2e-9 apart, about one ulp
     // of one step's loss).
-    let (r, u) = (losses(&resumed), losses(&uninterrupted));
+    let (r, u) = (resumed.epoch_losses(), uninterrupted.epoch_losses());
     assert_eq!(
         r[..3],
         u[..3],
         "the epochs up to and right after the resume"
     );
-    for (a, b) in r.iter().zip(&u) {
-        assert!(
-            (a - b).abs() <= 1e-6 * a.abs(),
-            "resumed {r:?} uninterrupted {u:?}"
-        );
-    }
+    assert_follows(&r, &u, 1e-6, ("resumed", "uninterrupted"));
     assert_ne!(u, g, "dropout changes the run");
 }
 
@@ -395,11 +389,8 @@ fn a_graph_run_on_wgpu_accumulates_micro_batches() {
         gpu.epochs.iter().map(|e| e.steps).collect::<Vec<_>>(),
         vec![4; 6]
     );
-    let losses = |r: &engram_lora::TrainRecord| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
-    let (c, g) = (losses(&cpu), losses(&gpu));
+    let (c, g) = (cpu.epoch_losses(), gpu.epoch_losses());
     eprintln!("cpu {c:.5?}\nwgpu {g:.5?}");
-    for (a, b) in c.iter().zip(&g) {
-        assert!((a - b).abs() <= 1e-3 * a.abs(), "cpu {c:?} wgpu {g:?}");
-    }
+    assert_follows(&c, &g, 1e-3, ("cpu", "wgpu"));
     assert!(g.windows(2).all(|w| w[1] < w[0]), "the loss falls: {g:?}");
 }

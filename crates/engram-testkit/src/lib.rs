@@ -1,8 +1,9 @@
 //! Shared helpers of engram's tests (a dev-dependency only): where the repository's fixtures
 //! are, transformers' reference files, the tiny fixture models and random ones, synthetic
-//! facts, a scripted OpenAI-compatible server for judge tests, a progress sink that stops a run part-way, and a lock for tests that draw
-//! from the process-global backend RNG. Tests read
-//! fixtures from the repository; only tests of peer tools reach `../shared`.
+//! facts, a scripted OpenAI-compatible server for judge tests, a progress sink that stops a run
+//! part-way, comparisons of value sequences, and a lock for tests that draw from the
+//! process-global backend RNG. Tests read fixtures from the repository; only tests of peer
+//! tools reach `../shared`.
 
 pub mod facts;
 pub mod models;
@@ -34,6 +35,19 @@ pub fn fixtures() -> PathBuf {
 /// A fixture (model directory or file) under `tests/fixtures`.
 pub fn fixture(name: &str) -> PathBuf {
     fixtures().join(name)
+}
+
+/// Asserts that `run` follows `reference` value for value: as many values, each within `rel`
+/// of the reference's (relative to it); a failure shows both, under `names` (the reference's,
+/// the run's).
+pub fn assert_follows(reference: &[f64], run: &[f64], rel: f64, (r, n): (&str, &str)) {
+    assert_eq!(reference.len(), run.len(), "{r} {reference:?} {n} {run:?}");
+    for (a, b) in reference.iter().zip(run) {
+        assert!(
+            (a - b).abs() <= rel * a.abs(),
+            "{r} {reference:?} {n} {run:?}"
+        );
+    }
 }
 
 /// Largest absolute difference of two equally long slices.
