@@ -49,7 +49,7 @@ pub enum ModelError {
         /// What was asked for.
         name: String,
     },
-    /// The device cannot hold weights in this dtype (wgpu's WGSL has no bf16, for one).
+    /// The device cannot hold weights in this dtype (wgpu's WGSL and llvmpipe have no bf16, for two).
     #[error("the device {device} does not support {dtype} weights: use --dtype f32 there")]
     UnsupportedDtype {
         /// The dtype asked for.

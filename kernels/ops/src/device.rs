@@ -326,7 +326,8 @@ pub fn backend_kind(name: &str) -> String {
 
 /// What to call the device opened from `backend` in reports: the name it gives itself (else the
 /// backend's name), with the kernel compiler on CUDA (`NVIDIA H200, nvrtc`) and TF32 where it
-/// is turned off (`NVIDIA H200, llvm, TF32 off`).
+/// is turned off (`NVIDIA H200, llvm, TF32 off`), and on wgpu (`llvmpipe (LLVM 15.0.6, 256
+/// bits), spirv`).
 pub fn device_label(device: &Device, backend: &str) -> String {
     let name = device_name(device).unwrap_or_else(|| backend.to_string());
     match cuda_compiler() {
@@ -334,8 +335,31 @@ pub fn device_label(device: &Device, backend: &str) -> String {
             Some(false) => format!("{name}, {compiler}, TF32 off"),
             _ => format!("{name}, {compiler}"),
         },
-        _ => name,
+        _ => match wgpu_compiler(device) {
+            Some(compiler) => format!("{name}, {compiler}"),
+            None => name,
+        },
     }
+}
+
+/// The compiler CubeCL picked for a wgpu device's kernels: `spirv` on a Vulkan adapter in a build
+/// with the `vulkan` feature (kept by the kernel cache), `msl` on Metal where built in, else
+/// `wgsl` (compiled again by the driver in every process). `None` on other backends.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_compiler(device: &Device) -> Option<&'static str> {
+    match device.clone().without_autodiff().as_dispatch() {
+        burn::backend::DispatchDevice::Cube(d) => {
+            let name = d.client().name();
+            name.strip_prefix("wgpu<")?.strip_suffix('>')
+        }
+        _ => None,
+    }
+}
+
+/// The compiler of a wgpu device's kernels (`None`: built without `wgpu`).
+#[cfg(not(feature = "wgpu"))]
+pub fn wgpu_compiler(_device: &Device) -> Option<&'static str> {
+    None
 }
 
 /// The device for an error message: the CPU backend's `cpu`, else the name the device gives

@@ -2,12 +2,12 @@
 //!
 //! CubeCL, the compiler under Burn's cuda and wgpu backends, compiles every kernel on the host
 //! the first time a process launches it (on an H200: 3 to 5 kernels a second, the GPU idle),
-//! and can keep what it compiled — PTX on CUDA, SPIR-V on Vulkan (the `vulkan` feature) — and
-//! its autotune decisions in one database, an "environment". [`configure`] turns both on in a
-//! directory engram owns, before the first GPU device opens; [`activity`] and [`summary`] count
-//! what is still compiled. On wgpu's default WGSL path the driver compiles every shader in
-//! every process, so there the cache keeps the autotune decisions (a later process compiles no
-//! autotune candidates) but not the kernels.
+//! and can keep what it compiled — PTX on CUDA, SPIR-V on Vulkan (the `vulkan` feature, on by
+//! default) — and its autotune decisions in one database, an "environment". [`configure`] turns
+//! both on in a directory engram owns, before the first GPU device opens; [`activity`] and
+//! [`summary`] count what is still compiled. On wgpu's WGSL path (Metal, DX12, a build without
+//! `vulkan`) the driver compiles every shader in every process, so there the cache keeps the
+//! autotune decisions (a later process compiles no autotune candidates) but not the kernels.
 //!
 //! - **Where**: `$ENGRAM_KERNEL_CACHE` (a directory, or `off`), else `kernels/` in engram's cache
 //!   (`$ENGRAM_CACHE`, `$XDG_CACHE_HOME/engram`, `~/.cache/engram`).

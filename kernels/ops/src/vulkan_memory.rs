@@ -2,7 +2,7 @@
 //! memory" check before a model is loaded.
 //!
 //! wgpu reports no memory size, and CubeCL reports one (the largest device-local heap) only in
-//! its SPIR-V build (engram's `vulkan` feature). This reads the same figure in every build
+//! its SPIR-V build (engram's `vulkan` feature, on by default). This reads the same figure in every build
 //! through the Vulkan loader (`ash`, already in the build under wgpu's Vulkan backend): each
 //! physical device's name and its largest heap flagged device-local — the largest, not the
 //! first, as CubeCL reasons: a driver may list the host-visible BAR window (256 MB) ahead of a
