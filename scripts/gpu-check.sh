@@ -38,7 +38,7 @@
 #  10. engram bench generate at batch 1 and 16
 #  11. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
 #                                               f32's tolerances; its own autotune results)
-#  12. engram selftest --backend wgpu          (where a Vulkan driver is present; --vulkan-deb
+#  12. engram selftest --backend wgpu, twice   (where a Vulkan driver is present; --vulkan-deb
 #                                               DEB: Debian's libvulkan1 package, unpacked when
 #                                               the machine has no libvulkan.so.1)
 # Everything goes under --out DIR, as it is produced: gpu-check.json (every step's figures,
@@ -401,6 +401,9 @@ if [ "$wgpu" = yes ]; then
     export ENGRAM_KERNEL_CACHE="$kernels_root/wgpu"
     step "selftest wgpu" 120 "$work/selftest-wgpu.json" \
         "$engram" selftest --backend wgpu --json "$work/selftest-wgpu.json"
+    # Again on the same cache: SPIR-V (Vulkan adapters) is kept, so this compiles no kernel.
+    step "selftest wgpu warm" 60 "$work/selftest-wgpu-warm.json" \
+        "$engram" selftest --backend wgpu --json "$work/selftest-wgpu-warm.json"
 fi
 
 # The memorization runs must agree on exact match.
