@@ -347,13 +347,8 @@ pub fn device_label(device: &Device, backend: &str) -> String {
 /// `wgsl` (compiled again by the driver in every process). `None` on other backends.
 #[cfg(feature = "wgpu")]
 pub fn wgpu_compiler(device: &Device) -> Option<&'static str> {
-    match device.clone().without_autodiff().as_dispatch() {
-        burn::backend::DispatchDevice::Cube(d) => {
-            let name = d.client().name();
-            name.strip_prefix("wgpu<")?.strip_suffix('>')
-        }
-        _ => None,
-    }
+    let name = cube_client(device, |c| c.name())?;
+    name.strip_prefix("wgpu<")?.strip_suffix('>')
 }
 
 /// The compiler of a wgpu device's kernels (`None`: built without `wgpu`).
@@ -398,8 +393,17 @@ fn cube_properties<T>(
     device: &Device,
     read: impl FnOnce(&cubecl::ir::DeviceProperties) -> T,
 ) -> Option<T> {
+    cube_client(device, |c| read(c.properties()))
+}
+
+/// `read` of `device`'s CubeCL client (which opens the device); `None` on the CPU backend.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn cube_client<T>(
+    device: &Device,
+    read: impl FnOnce(&cubecl_runtime::client::Client) -> T,
+) -> Option<T> {
     match device.clone().without_autodiff().as_dispatch() {
-        burn::backend::DispatchDevice::Cube(d) => Some(read(d.client().properties())),
+        burn::backend::DispatchDevice::Cube(d) => Some(read(&d.client())),
         _ => None,
     }
 }
