@@ -38,16 +38,18 @@
 #  10. engram bench generate at batch 1 and 16
 #  11. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
 #                                               f32's tolerances; its own autotune results)
-#  12. engram selftest --backend wgpu, twice   (where a Vulkan driver is present; --vulkan-deb
-#                                               DEB: Debian's libvulkan1 package, unpacked when
-#                                               the machine has no libvulkan.so.1)
+#  12. engram selftest --backend wgpu, twice   (where a Vulkan driver is present, or --wgpu;
+#                                               --vulkan-deb DEB: Debian's libvulkan1 package,
+#                                               unpacked when the machine has no libvulkan.so.1);
+#      where the first fails (a driver that refuses CubeCL's SPIR-V), once with
+#      CUBECL_WGPU_COMPILER=wgsl instead of the second
 # Everything goes under --out DIR, as it is produced: gpu-check.json (every step's figures,
 # rewritten after each step), gpu-check.log (every step's output), nvidia-smi.csv (utilization
 # and memory every 250 ms, where nvidia-smi exists). A summary table is printed at the end; exit
 # status 1 if a step failed or timed out.
 #
 #   scripts/gpu-check.sh [--engram PATH] [--backend cuda] [--arch CONFIG.json] [--dtype bf16]
-#                        [--ranks 8,256,2048] [--out DIR] [--deadline 540] [--no-wgpu]
+#                        [--ranks 8,256,2048] [--out DIR] [--deadline 540] [--no-wgpu|--wgpu]
 #                        [--peft-python PY] [--peft-script PATH] [--kernel-cache DIR]
 #                        [--compilers llvm] [--autotune-levels minimal] [--vulkan-deb DEB]
 #
@@ -83,13 +85,14 @@ while [ $# -gt 0 ]; do
         --out) out="$2"; shift 2 ;;
         --deadline) deadline="$2"; shift 2 ;;
         --no-wgpu) wgpu=no; shift ;;
+        --wgpu) wgpu=yes; shift ;;
         --peft-python) peft_python="$2"; shift 2 ;;
         --peft-script) peft_script="$2"; shift 2 ;;
         --kernel-cache) kcache="$2"; shift 2 ;;
         --compilers) compilers="$2"; shift 2 ;;
         --vulkan-deb) vulkan_deb="$2"; shift 2 ;;
         --autotune-levels) autotune_levels="$2"; shift 2 ;;
-        -h|--help) sed -n '2,54p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,60p' "$0"; exit 0 ;;
         *) echo "gpu-check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -163,6 +166,7 @@ step() {
         steps+=("{\"name\": \"$name\", \"status\": \"skipped\", \"why\": \"deadline\"}")
         summary+=("$name|skipped|0|no time left before the ${deadline} s deadline")
         write_json
+        last_status=skipped
         return
     fi
     local t0 t1 rc slog="$work/$(echo "$name" | tr ' /' '__').log"
@@ -182,6 +186,7 @@ step() {
     steps+=("{\"name\": \"$name\", \"status\": \"$status\", \"exit\": $rc, \"seconds\": $((t1 - t0)), \"last_line\": \"$(echo "$last" | json_text)\", \"kernels_line\": \"$(grep '^GPU kernels: ' "$slog" | tail -n 1 | json_text)\", \"kernels_compiled\": $(kernels_seen "$slog"), \"result\": $result}")
     summary+=("$name|$status|$((t1 - t0))|$last")
     write_json
+    last_status=$status
 }
 
 # NVRTC for CUBECL_CUDA_COMPILER=nvrtc: cudarc opens libnvrtc.so (or .so.12); a CUDA 13 machine
@@ -401,9 +406,18 @@ if [ "$wgpu" = yes ]; then
     export ENGRAM_KERNEL_CACHE="$kernels_root/wgpu"
     step "selftest wgpu" 120 "$work/selftest-wgpu.json" \
         "$engram" selftest --backend wgpu --json "$work/selftest-wgpu.json"
-    # Again on the same cache: SPIR-V (Vulkan adapters) is kept, so this compiles no kernel.
-    step "selftest wgpu warm" 60 "$work/selftest-wgpu-warm.json" \
-        "$engram" selftest --backend wgpu --json "$work/selftest-wgpu-warm.json"
+    if [ "$last_status" != failed ]; then
+        # Again on the same cache: SPIR-V (Vulkan adapters) is kept, so this compiles no kernel.
+        step "selftest wgpu warm" 60 "$work/selftest-wgpu-warm.json" \
+            "$engram" selftest --backend wgpu --json "$work/selftest-wgpu-warm.json"
+    else
+        # The driver refused CubeCL's SPIR-V, or ran it wrong: WGSL instead, which needs no
+        # rebuild (CUBECL_WGPU_COMPILER=wgsl), on a cache of its own.
+        mkdir -p "$kernels_root/wgpu-wgsl"
+        step "selftest wgpu wgsl" 120 "$work/selftest-wgpu-wgsl.json" \
+            env CUBECL_WGPU_COMPILER=wgsl ENGRAM_KERNEL_CACHE="$kernels_root/wgpu-wgsl" \
+            "$engram" selftest --backend wgpu --json "$work/selftest-wgpu-wgsl.json"
+    fi
 fi
 
 # The memorization runs must agree on exact match.

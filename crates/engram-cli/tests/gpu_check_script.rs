@@ -11,7 +11,11 @@ use std::process::Command;
 /// A stand-in `engram`: appends one line per call to `$FAKE_LOG` and writes a passing report
 /// where `--json` asks for one.
 const FAKE: &str = r#"#!/usr/bin/env bash
-echo "$* | compiler=${CUBECL_CUDA_COMPILER:-} cache=${ENGRAM_KERNEL_CACHE:-} level=${CUBECL_AUTOTUNE_LEVEL:-} tf32=${ENGRAM_TF32:-}" >> "$FAKE_LOG"
+echo "$* | compiler=${CUBECL_CUDA_COMPILER:-} cache=${ENGRAM_KERNEL_CACHE:-} level=${CUBECL_AUTOTUNE_LEVEL:-} tf32=${ENGRAM_TF32:-} wgpu_compiler=${CUBECL_WGPU_COMPILER:-}" >> "$FAKE_LOG"
+# A driver that refuses SPIR-V, where the test asks for one.
+if [ -n "${FAKE_SPIRV_FAILS:-}" ] && [ "$1 $3" = "selftest wgpu" ] && [ "${CUBECL_WGPU_COMPILER:-}" != wgsl ]; then
+    echo "error: the device refused the compute pipeline of kernel \`matmul\`"; exit 1
+fi
 json="" prev=""
 for a in "$@"; do [ "$prev" = "--json" ] && json="$a"; prev="$a"; done
 if [ -n "$json" ]; then
@@ -20,8 +24,32 @@ fi
 echo "GPU kernels: 3 compiled in 0.1 s, 0 loaded from the cache, 1 autotune decisions"
 "#;
 
-#[test]
-fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
+/// One run of the script with the stand-in: whether it passed, its output, its steps (name,
+/// status) and the stand-in's calls.
+struct Run {
+    passed: bool,
+    stdout: String,
+    steps: Vec<(String, String)>,
+    calls: String,
+}
+
+impl Run {
+    /// The stand-in's call that starts with `starts` and has `has` in it.
+    fn call(&self, starts: &str, has: &str) -> String {
+        self.calls
+            .lines()
+            .find(|l| l.starts_with(starts) && l.contains(has))
+            .unwrap_or_else(|| panic!("no call {starts} … {has} in\n{}", self.calls))
+            .to_string()
+    }
+
+    fn names(&self) -> Vec<&str> {
+        self.steps.iter().map(|s| s.0.as_str()).collect()
+    }
+}
+
+/// `scripts/gpu-check.sh ARGS` with the stand-in as its engram and `env` set.
+fn run_script(args: &[&str], env: &[(&str, &str)]) -> Run {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("engram");
@@ -37,40 +65,73 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
         .arg(repo.join("scripts/gpu-check.sh"))
         .arg("--engram")
         .arg(&fake)
-        .args(["--backend", "cuda", "--compilers", "llvm,nvrtc"])
-        .args([
-            "--autotune-levels",
-            "minimal",
-            "--ranks",
-            "8,256",
-            "--no-wgpu",
-        ])
+        .args(args)
         .arg("--out")
         .arg(&out)
         .env("FAKE_LOG", &log)
+        .envs(env.iter().copied())
         .current_dir(&repo)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}{}",
+    let stdout = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("gpu-check.json")).unwrap()).unwrap();
-    let steps: Vec<(&str, &str)> = report["steps"]
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join("gpu-check.json")).unwrap_or_else(|e| panic!("{e}: {stdout}")),
+    )
+    .unwrap();
+    let steps = report["steps"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| {
             (
-                s["name"].as_str().unwrap(),
-                s["status"].as_str().unwrap_or("-"),
+                s["name"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap_or("-").to_string(),
             )
         })
         .collect();
-    let names: Vec<&str> = steps.iter().map(|s| s.0).collect();
+    Run {
+        passed: run.status.success(),
+        stdout,
+        steps,
+        calls: std::fs::read_to_string(&log).unwrap(),
+    }
+}
+
+/// The kernel cache a call was given.
+fn cache(line: &str) -> String {
+    line.split("cache=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
+    let run = run_script(
+        &[
+            "--backend",
+            "cuda",
+            "--compilers",
+            "llvm,nvrtc",
+            "--autotune-levels",
+            "minimal",
+            "--ranks",
+            "8,256",
+            "--no-wgpu",
+        ],
+        &[],
+    );
+    let stdout = &run.stdout;
+    assert!(run.passed, "{stdout}");
+    let steps = &run.steps;
+    let names = run.names();
     assert_eq!(
         names,
         [
@@ -96,25 +157,10 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
         "{stdout}"
     );
     // NVRTC is run where the machine has it and skipped, named, where it has not.
-    let nvrtc = steps[10].1;
+    let nvrtc = steps[10].1.as_str();
     assert!(nvrtc == "ok" || nvrtc == "skipped", "{steps:?}");
-    let calls = std::fs::read_to_string(&log).unwrap();
-    let call = |starts: &str, has: &str| -> String {
-        calls
-            .lines()
-            .find(|l| l.starts_with(starts) && l.contains(has))
-            .unwrap_or_else(|| panic!("no call {starts} … {has} in\n{calls}"))
-            .to_string()
-    };
-    let cache = |line: &str| {
-        line.split("cache=")
-            .nth(1)
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap()
-            .to_string()
-    };
+    let calls = &run.calls;
+    let call = |starts: &str, has: &str| run.call(starts, has);
     // The selftest and the training benches share the first compiler's cache.
     let selftest = call("selftest --backend cuda", "compiler=llvm");
     let train = call("bench train", "--ranks 8 ");
@@ -142,4 +188,69 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
     // f32 matmuls kept in f32 for the last selftest only.
     assert!(call("selftest", "tf32=off").contains("compiler=llvm"));
     assert_eq!(calls.matches("tf32=off").count(), 1, "{calls}");
+}
+
+#[test]
+fn gpu_check_runs_wgpu_twice_on_one_cache_and_wgsl_where_spirv_is_refused() {
+    let cpu = [
+        "--backend",
+        "cpu",
+        "--arch",
+        "tests/fixtures/tiny-f32/config.json",
+        "--dtype",
+        "f32",
+        "--ranks",
+        "4",
+        "--wgpu",
+    ];
+    let wgpu_steps = |run: &Run| -> Vec<(String, String)> {
+        run.steps
+            .iter()
+            .filter(|s| s.0.starts_with("selftest wgpu"))
+            .cloned()
+            .collect()
+    };
+    let step = |name: &str, status: &str| (name.to_string(), status.to_string());
+
+    // SPIR-V taken: a cold and a warm selftest on one cache, no WGSL.
+    let run = run_script(&cpu, &[]);
+    assert!(run.passed, "{}", run.stdout);
+    assert_eq!(
+        wgpu_steps(&run),
+        [
+            step("selftest wgpu", "ok"),
+            step("selftest wgpu warm", "ok")
+        ]
+    );
+    let calls: Vec<&str> = run
+        .calls
+        .lines()
+        .filter(|l| l.starts_with("selftest --backend wgpu"))
+        .collect();
+    assert_eq!(calls.len(), 2, "{}", run.calls);
+    assert_eq!(cache(calls[0]), cache(calls[1]));
+    assert!(
+        calls.iter().all(|c| c.ends_with("wgpu_compiler=")),
+        "{calls:?}"
+    );
+
+    // SPIR-V refused: the run is marked failed, and the selftest runs again on WGSL, on a cache
+    // of its own, instead of the warm run.
+    let run = run_script(&cpu, &[("FAKE_SPIRV_FAILS", "1")]);
+    assert!(!run.passed, "{}", run.stdout);
+    assert_eq!(
+        wgpu_steps(&run),
+        [
+            step("selftest wgpu", "failed"),
+            step("selftest wgpu wgsl", "ok")
+        ]
+    );
+    let wgsl = run.call("selftest --backend wgpu", "wgpu_compiler=wgsl");
+    assert!(cache(&wgsl).ends_with("/wgpu-wgsl"), "{wgsl}");
+    let spirv = run
+        .calls
+        .lines()
+        .find(|l| l.starts_with("selftest --backend wgpu") && l.ends_with("wgpu_compiler="))
+        .unwrap();
+    assert_ne!(cache(spirv), cache(&wgsl));
 }

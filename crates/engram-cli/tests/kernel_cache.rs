@@ -16,6 +16,11 @@ use common::engram;
 
 /// `engram generate` on the tiny fixture on wgpu, with the kernel cache in `cache`.
 fn generate(cache: &Path) -> Command {
+    generate_on(cache, "wgpu")
+}
+
+/// `engram generate` on the tiny fixture on `backend`, with the kernel cache in `cache`.
+fn generate_on(cache: &Path, backend: &str) -> Command {
     let mut c = engram();
     c.current_dir(engram_testkit::repo())
         .env("ENGRAM_KERNEL_CACHE", cache)
@@ -28,7 +33,7 @@ fn generate(cache: &Path) -> Command {
             "--max-new-tokens",
             "3",
             "--backend",
-            "wgpu",
+            backend,
         ]);
     c
 }
@@ -123,6 +128,66 @@ fn kernels_are_compiled_once_by_processes_that_share_a_cache() {
     assert_eq!(said.matches("cannot be created").count(), 1, "{said}");
     assert!(said.contains("no kernel cache"), "{said}");
     assert_eq!(out.stdout, warm.stdout);
+}
+
+/// `CUBECL_WGPU_COMPILER=wgsl` asks a `vulkan` build for WGSL on a Vulkan adapter, with no
+/// rebuild: WGSL is compiled again in every process, so a second process on the same cache
+/// compiles kernels where SPIR-V's compiles none (the test above), its autotune decisions are
+/// kept in a database of their own, and the tokens are the CPU's. A value that names neither
+/// compiler is an error that names it.
+#[cfg(all(feature = "vulkan", target_os = "linux"))]
+#[test]
+fn a_vulkan_build_runs_wgsl_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("kernels");
+
+    let bad = generate(&cache)
+        .env("CUBECL_WGPU_COMPILER", "glsl")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        said.contains("CUBECL_WGPU_COMPILER=glsl: use spirv or wgsl"),
+        "{said}"
+    );
+
+    let wgsl = || {
+        generate(&cache)
+            .env("CUBECL_WGPU_COMPILER", "wgsl")
+            .output()
+            .unwrap()
+    };
+    let cold = wgsl();
+    let (cc, tc) = counts(&cold);
+    assert!(cc > 0 && tc > 0, "cold: {cc} compiled, {tc} autotuned");
+    let warm = wgsl();
+    let (cw, tw) = counts(&warm);
+    assert_eq!(tw, 0, "{}", String::from_utf8_lossy(&warm.stderr));
+    assert!(
+        cw > 0,
+        "WGSL kernels are compiled in every process: {}",
+        String::from_utf8_lossy(&warm.stderr)
+    );
+    let databases: Vec<String> = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".db"))
+        .collect();
+    assert!(
+        !databases.is_empty() && databases.iter().all(|n| n.contains("-wgsl")),
+        "{databases:?}"
+    );
+
+    let cpu = generate_on(&cache, "cpu").output().unwrap();
+    assert!(
+        cpu.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cpu.stderr)
+    );
+    assert_eq!(cold.stdout, cpu.stdout);
+    assert_eq!(warm.stdout, cpu.stdout);
 }
 
 /// `Command::spawn` with its output captured, for a process that runs beside another.

@@ -43,9 +43,20 @@ pub fn device_from_name(name: &str) -> Result<Device> {
         ),
         None => (lower.clone(), None),
     };
-    if matches!(kind.as_str(), "wgpu" | "vulkan" | "cuda")
-        || (kind == "auto" && available_backends()[0] != "cpu")
-    {
+    let resolved = match kind.as_str() {
+        "auto" => available_backends()[0],
+        k => k,
+    };
+    if matches!(resolved, "wgpu" | "vulkan") {
+        // Before the kernel cache, whose database the compiler names.
+        wgpu_compiler_setting(std::env::var(WGPU_COMPILER_VAR).ok().as_deref()).map_err(|why| {
+            DeviceError::Device {
+                backend: name.into(),
+                reason: why,
+            }
+        })?;
+    }
+    if matches!(resolved, "wgpu" | "vulkan" | "cuda") {
         // CubeCL's kernel cache and compile counting, set before its first device exists.
         crate::kernel_cache::configure();
     }
@@ -200,6 +211,33 @@ pub fn tf32_setting(value: Option<&str>) -> std::result::Result<bool, String> {
             value.unwrap_or_default()
         )),
     }
+}
+
+/// The variable that picks the compiler for a wgpu device on a Vulkan adapter (engram's patch of
+/// cubecl-wgpu): `spirv` (the default in a build with the `vulkan` feature; kept by the kernel
+/// cache, and able to use cooperative matrices) or `wgsl` (what a build without `vulkan` runs,
+/// compiled again by the driver in every process), for a driver that mishandles CubeCL's SPIR-V.
+/// Read once per process; Metal and DX12 adapters run WGSL either way.
+pub const WGPU_COMPILER_VAR: &str = "CUBECL_WGPU_COMPILER";
+
+/// What a value of [`WGPU_COMPILER_VAR`] asks for: `"spirv"` when unset, empty or `spirv`,
+/// `"wgsl"` for `wgsl` (any case); any other value is named.
+pub fn wgpu_compiler_setting(value: Option<&str>) -> std::result::Result<&'static str, String> {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("" | "spirv") => Ok("spirv"),
+        Some("wgsl") => Ok("wgsl"),
+        Some(_) => Err(format!(
+            "{WGPU_COMPILER_VAR}={}: use spirv or wgsl",
+            value.unwrap_or_default()
+        )),
+    }
+}
+
+/// Whether this process's wgpu devices on Vulkan adapters are asked to run WGSL
+/// ([`WGPU_COMPILER_VAR`]`=wgsl`) where the build would compile SPIR-V.
+pub fn wgpu_wgsl_forced() -> bool {
+    cfg!(feature = "vulkan")
+        && wgpu_compiler_setting(std::env::var(WGPU_COMPILER_VAR).ok().as_deref()) == Ok("wgsl")
 }
 
 /// Whether this process's CUDA devices run f32 matmuls on TF32 tensor cores ([`TF32_VAR`]);
@@ -587,6 +625,20 @@ mod tests {
         );
         // Only a CUDA build has TF32 to turn off.
         assert_eq!(cuda_tf32().is_some(), cfg!(feature = "cuda"));
+    }
+
+    #[test]
+    fn the_wgpu_compiler_is_spirv_unless_wgsl_is_asked_for_and_a_bad_value_is_named() {
+        for spirv in [None, Some(""), Some("spirv"), Some(" SPIRV ")] {
+            assert_eq!(wgpu_compiler_setting(spirv), Ok("spirv"), "{spirv:?}");
+        }
+        for wgsl in ["wgsl", "WGSL", " wgsl "] {
+            assert_eq!(wgpu_compiler_setting(Some(wgsl)), Ok("wgsl"), "{wgsl}");
+        }
+        assert_eq!(
+            wgpu_compiler_setting(Some("glsl")),
+            Err("CUBECL_WGPU_COMPILER=glsl: use spirv or wgsl".into())
+        );
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! default) — and its autotune decisions in one database, an "environment". [`configure`] turns
 //! both on in a directory engram owns, before the first GPU device opens; [`activity`] and
 //! [`summary`] count what is still compiled. On wgpu's WGSL path (Metal, DX12, a build without
-//! `vulkan`) the driver compiles every shader in every process, so there the cache keeps the
-//! autotune decisions (a later process compiles no autotune candidates) but not the kernels.
+//! `vulkan`, or `CUBECL_WGPU_COMPILER=wgsl`) the driver compiles every shader in every process,
+//! so there the cache keeps the autotune decisions (a later process compiles no autotune
+//! candidates) but not the kernels.
 //!
 //! - **Where**: `$ENGRAM_KERNEL_CACHE` (a directory, or `off`), else `kernels/` in engram's cache
 //!   (`$ENGRAM_CACHE`, `$XDG_CACHE_HOME/engram`, `~/.cache/engram`).
@@ -154,15 +155,21 @@ fn not_a_database(database: &Path) -> Option<String> {
 }
 
 /// The database's name: engram's version, `-tf32-off` where CUDA's TF32 is turned off
-/// ([`crate::device::TF32_VAR`]: its autotune results, chosen among other matmul kernels, are
-/// kept apart), and the host's name where `dir` is on a network file system (one database a
-/// host there).
+/// ([`crate::device::TF32_VAR`]) and `-wgsl` where a Vulkan adapter is asked to run WGSL
+/// ([`crate::device::WGPU_COMPILER_VAR`]) — their autotune results, chosen among other matmul
+/// kernels, are kept apart —, and the host's name where `dir` is on a network file system (one
+/// database a host there).
 fn environment_name(dir: &Path) -> String {
     let tf32 = match crate::device::cuda_tf32() {
         Some(false) => "-tf32-off",
         _ => "",
     };
-    let base = format!("engram-{}{tf32}", env!("CARGO_PKG_VERSION"));
+    let wgsl = if crate::device::wgpu_wgsl_forced() {
+        "-wgsl"
+    } else {
+        ""
+    };
+    let base = format!("engram-{}{tf32}{wgsl}", env!("CARGO_PKG_VERSION"));
     match network_fs(dir) {
         Some(_) => format!("{base}-{}", host_name()),
         None => base,

@@ -52,8 +52,8 @@ pub mod testing;
 pub mod vulkan_memory;
 
 pub use device::{
-    TF32_VAR, available_backends, backend_kind, cuda_compiler, cuda_tf32, device_from_name,
-    device_label, device_memory, device_name, is_cpu, open_device, wgpu_compiler,
+    TF32_VAR, WGPU_COMPILER_VAR, available_backends, backend_kind, cuda_compiler, cuda_tf32,
+    device_from_name, device_label, device_memory, device_name, is_cpu, open_device, wgpu_compiler,
 };
 pub use error::{DeviceError, device_message, memory_hint};
 pub use kernel_times::{KernelTime, KernelTimes, TimedLaunch};
