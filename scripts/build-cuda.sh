@@ -16,6 +16,8 @@
 #   nvvm/libdevice/libdevice.10.bc   CUDA's device math library (the LLVM kernel compiler links it)
 #   include/                         CUDA headers for the NVRTC kernel compiler
 #                                    (CUBECL_CUDA_COMPILER=nvrtc), licenses/ theirs
+#   BUILD-INFO                       the commit it was built from (dirty=true: with local
+#                                    changes), when, and with which features and toolchain
 # The binary needs glibc >= 2.35, libstdc++ and, at run time, the NVIDIA driver (libcuda.so.1).
 #
 # With internet access the plain `cargo build --release -p engram-cli --features cuda` works
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --out) out="$2"; shift 2 ;;
         --cuda-version) cuda_version="$2"; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "build-cuda.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -150,6 +152,20 @@ fi
 exec "$here/bin/engram" "$@"
 SH
 chmod +x "$stage/engram"
+# What the bundle was built from: figures taken with it name the commit (gpu-check.sh reads it),
+# and a later session can tell whether the bundle is its own head's.
+{
+    echo "commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+    if git status --porcelain --untracked-files=no 2>/dev/null | grep -q .; then
+        echo "dirty=true"
+    else
+        echo "dirty=false"
+    fi
+    echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "features=cuda,wgpu,vulkan"
+    echo "cuda_version=$cuda_version"
+    echo "rustc=$(rustc -V 2>/dev/null)"
+} > "$stage/BUILD-INFO"
 tar -C "$out" -cJf "$out/$name.tar.xz" "$name"
 size=$(stat -c %s "$out/$name.tar.xz")
 echo "== built in ${build_s}s: $out/$name.tar.xz ($(( size / 1048576 )) MiB; binary $(( $(stat -c %s "$stage/bin/engram") / 1048576 )) MiB stripped)"

@@ -46,7 +46,8 @@
 # Everything goes under --out DIR, as it is produced: gpu-check.json (every step's figures,
 # rewritten after each step), gpu-check.log (every step's output), nvidia-smi.csv (utilization
 # and memory every 250 ms, where nvidia-smi exists). A summary table is printed at the end; exit
-# status 1 if a step failed or timed out.
+# status 1 if a step failed or timed out. The JSON names the binary and, from the bundle's
+# BUILD-INFO, the commit it was built from.
 #
 #   scripts/gpu-check.sh [--engram PATH] [--backend cuda] [--arch CONFIG.json] [--dtype bf16]
 #                        [--ranks 8,256,2048] [--out DIR] [--deadline 540] [--no-wgpu|--wgpu]
@@ -92,7 +93,7 @@ while [ $# -gt 0 ]; do
         --compilers) compilers="$2"; shift 2 ;;
         --vulkan-deb) vulkan_deb="$2"; shift 2 ;;
         --autotune-levels) autotune_levels="$2"; shift 2 ;;
-        -h|--help) sed -n '2,60p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,61p' "$0"; exit 0 ;;
         *) echo "gpu-check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -121,6 +122,12 @@ if command -v nvidia-smi >/dev/null; then
     smi_pid=$!
 fi
 
+# The commit the bundle was built from (its BUILD-INFO; `-dirty` with local changes), for the
+# figures' provenance.
+engram_commit=$(sed -n 's/^commit=//p' "$(dirname "$engram")/BUILD-INFO" 2>/dev/null)
+grep -qx 'dirty=true' "$(dirname "$engram")/BUILD-INFO" 2>/dev/null && engram_commit="$engram_commit-dirty"
+echo "engram: $engram${engram_commit:+ (built from $engram_commit)}" | tee -a "$log"
+
 steps=()      # JSON objects, one per step
 summary=()    # "name|status|seconds|last line"
 start_all=$(date +%s)
@@ -132,6 +139,7 @@ json_text() { sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\r\n'; }
 write_json() {
     {
         echo "{"
+        echo "  \"engram\": \"$(echo "$engram" | json_text)\", \"engram_commit\": \"$engram_commit\","
         echo "  \"backend\": \"$backend\", \"architecture\": \"$arch\", \"dtype\": \"$dtype\","
         echo "  \"kernel_cache\": \"$kernels_root\", \"deadline_s\": $deadline,"
         echo "  \"cuda_compiler\": \"${CUBECL_CUDA_COMPILER:-}\", \"nvrtc\": \"${nvrtc_lib:-}\", \"nvrtc_headers\": \"${nvrtc_headers:-}\","

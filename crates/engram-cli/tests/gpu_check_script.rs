@@ -31,6 +31,8 @@ struct Run {
     stdout: String,
     steps: Vec<(String, String)>,
     calls: String,
+    /// The commit the report says the binary was built from.
+    commit: String,
 }
 
 impl Run {
@@ -54,6 +56,12 @@ fn run_script(args: &[&str], env: &[(&str, &str)]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("engram");
     std::fs::write(&fake, FAKE).unwrap();
+    // As build-cuda.sh writes it beside the bundle's launcher.
+    std::fs::write(
+        dir.path().join("BUILD-INFO"),
+        "commit=0123abc\ndirty=true\nbuilt=2026-12-06T00:00:00Z\n",
+    )
+    .unwrap();
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -98,6 +106,7 @@ fn run_script(args: &[&str], env: &[(&str, &str)]) -> Run {
         stdout,
         steps,
         calls: std::fs::read_to_string(&log).unwrap(),
+        commit: report["engram_commit"].as_str().unwrap().to_string(),
     }
 }
 
@@ -130,6 +139,10 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
     );
     let stdout = &run.stdout;
     assert!(run.passed, "{stdout}");
+    assert_eq!(
+        run.commit, "0123abc-dirty",
+        "the bundle's BUILD-INFO, in the report"
+    );
     let steps = &run.steps;
     let names = run.names();
     assert_eq!(
