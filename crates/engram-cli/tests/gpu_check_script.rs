@@ -267,3 +267,111 @@ fn gpu_check_runs_wgpu_twice_on_one_cache_and_wgsl_where_spirv_is_refused() {
         .unwrap();
     assert_ne!(cache(spirv), cache(&wgsl));
 }
+
+/// `scripts/gpu-carry.sh` in a scratch repository of its own: a 3 MiB tree, a 5 MiB bundle.
+fn carry(repo: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("bash")
+        .arg(repo.join("scripts/gpu-carry.sh"))
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn gpu_carry_splits_the_bundle_so_that_every_call_fits() {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpu-carry.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    std::fs::create_dir_all(repo.join("scripts")).unwrap();
+    std::fs::create_dir_all(repo.join("dist")).unwrap();
+    std::fs::copy(&source, repo.join("scripts/gpu-carry.sh")).unwrap();
+    let mib = 1usize << 20;
+    // Bytes that no two parts share, so a part out of place shows.
+    let noise = |n: usize, seed: u64| -> Vec<u8> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 56) as u8
+            })
+            .collect()
+    };
+    std::fs::write(repo.join("fixture.bin"), noise(3 * mib - 4096, 1)).unwrap();
+    std::fs::write(repo.join(".gitignore"), "/dist/\n").unwrap();
+    let bundle = noise(5 * mib, 2);
+    std::fs::write(
+        repo.join("dist/engram-cuda-0.1.0-x86_64-linux.tar.xz"),
+        &bundle,
+    )
+    .unwrap();
+    let extra = repo.join("dist/libvulkan1.deb");
+    std::fs::write(&extra, noise(mib / 4, 3)).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(repo)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+
+    // Roomy: one call.
+    let out = carry(repo, &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("one call: carry dist/engram-cuda"), "{said}");
+
+    // 6 MiB a call: the bundle travels in parts, the extra with the last.
+    let out = carry(repo, &["--limit-mib", "6", "dist/libvulkan1.deb"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut parts: Vec<_> = std::fs::read_dir(repo.join(".carry"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    parts.sort();
+    assert!(parts.len() >= 2, "{said}");
+    let tree =
+        3 * mib - 4096 + "/dist/\n".len() + std::fs::metadata(&source).unwrap().len() as usize;
+    let joined: Vec<u8> = parts
+        .iter()
+        .flat_map(|p| std::fs::read(p).unwrap())
+        .collect();
+    assert!(joined == bundle, "the parts join into the bundle");
+    for (i, p) in parts.iter().enumerate() {
+        let mut size = tree + std::fs::metadata(p).unwrap().len() as usize;
+        if i == parts.len() - 1 {
+            size += mib / 4;
+        }
+        assert!(
+            size <= 6 * mib,
+            "call {} would carry {size} bytes: {said}",
+            i + 1
+        );
+    }
+    assert_eq!(said.matches("  call ").count(), parts.len(), "{said}");
+    let exclude = std::fs::read_to_string(repo.join(".git/info/exclude")).unwrap();
+    assert!(exclude.lines().any(|l| l == "/.carry/"), "{exclude}");
+
+    // A tree too big for any part: named, exit status 2.
+    let out = carry(repo, &["--limit-mib", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nothing of the bundle fits"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
