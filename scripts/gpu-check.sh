@@ -124,8 +124,9 @@ fi
 
 # The commit the bundle was built from (its BUILD-INFO; `-dirty` with local changes), for the
 # figures' provenance.
-engram_commit=$(sed -n 's/^commit=//p' "$(dirname "$engram")/BUILD-INFO" 2>/dev/null)
-grep -qx 'dirty=true' "$(dirname "$engram")/BUILD-INFO" 2>/dev/null && engram_commit="$engram_commit-dirty"
+build_info="$(dirname "$engram")/BUILD-INFO"
+engram_commit=$(sed -n 's/^commit=//p' "$build_info" 2>/dev/null)
+grep -qx 'dirty=true' "$build_info" 2>/dev/null && engram_commit="$engram_commit-dirty"
 echo "engram: $engram${engram_commit:+ (built from $engram_commit)}" | tee -a "$log"
 
 steps=()      # JSON objects, one per step
