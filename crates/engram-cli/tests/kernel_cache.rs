@@ -76,6 +76,10 @@ fn kernels_are_compiled_once_by_processes_that_share_a_cache() {
         said.contains(&format!("(cache {}", cache.display())),
         "{said}"
     );
+    assert!(
+        said.contains(" s (CubeCL ") && said.contains(", driver "),
+        "{said}"
+    );
     // The next identical process autotunes nothing and, with SPIR-V (the `vulkan` feature, on
     // Linux's Vulkan adapters), loads every kernel it runs from the cache; on WGSL the kernels it
     // runs are compiled again, so it compiles fewer.
@@ -161,6 +165,12 @@ fn a_vulkan_build_runs_wgsl_when_asked() {
     let cold = wgsl();
     let (cc, tc) = counts(&cold);
     assert!(cc > 0 && tc > 0, "cold: {cc} compiled, {tc} autotuned");
+    // The summary line says where the compile time went, the compiler named.
+    let said = String::from_utf8_lossy(&cold.stderr);
+    assert!(
+        said.contains(" s (CubeCL ") && said.contains(", WGSL "),
+        "{said}"
+    );
     let warm = wgsl();
     let (cw, tw) = counts(&warm);
     assert_eq!(tw, 0, "{}", String::from_utf8_lossy(&warm.stderr));

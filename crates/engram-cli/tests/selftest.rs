@@ -152,12 +152,45 @@ fn selftest_passes_on_wgpu() {
     let sum: u64 = compiled.iter().sum();
     let total = count(&cold, "kernels_compiled");
     assert!(sum <= total && sum * 10 >= total * 9, "{sum} of {total}");
+    // Where the compile time went (the patched CubeCL's phases): one line for each kernel
+    // compiled, the phases inside CubeCL's own timing of the same compiles (which also counts
+    // the cache lookup), the kernel types' counts adding up, SPIR-V named on llvmpipe.
+    let phases = &cold["kernels"]["phases"];
+    let secs = |v: &serde_json::Value| v.as_f64().unwrap();
+    assert_eq!(phases["kernels"].as_u64(), Some(total), "{phases}");
+    let by_type: Vec<&serde_json::Value> = phases["by_kernel"].as_array().unwrap().iter().collect();
+    let typed: u64 = by_type
+        .iter()
+        .map(|k| k["compiled"].as_u64().unwrap())
+        .sum();
+    assert_eq!(typed, total, "{phases}");
+    let parts = ["expand_s", "compile_s", "driver_s"].map(|p| secs(&phases[p]));
+    assert!(parts.iter().all(|&p| p > 0.0), "{phases}");
+    let (sum_s, recorded_s) = (
+        parts.iter().sum::<f64>(),
+        secs(&cold["kernels"]["compile_seconds"]),
+    );
+    assert!(
+        sum_s <= recorded_s * 1.001 && sum_s >= recorded_s * 0.5,
+        "{phases} vs {recorded_s}"
+    );
+    let by_type_s: f64 = by_type.iter().map(|k| secs(&k["seconds"])).sum();
+    assert!(
+        (by_type_s - sum_s).abs() <= 1e-6 * sum_s.max(1.0),
+        "{phases}"
+    );
+    eprintln!(
+        "wgpu selftest, compile phases cold: {}",
+        serde_json::to_string(&parts).unwrap()
+    );
     let r = selftest_with("wgpu", with_cache());
+    assert!(r["kernels"].get("phases").is_none() || count(&r, "kernels_compiled") > 0);
     assert_eq!(count(&r, "autotune_decisions"), 0, "{}", r["kernels"]);
     assert!(per_check(&r, "autotune_decisions").iter().all(|&t| t == 0));
     let device = cold["device"].as_str().unwrap();
     if cfg!(feature = "vulkan") && device.contains("llvmpipe") {
         assert!(device.ends_with(", spirv"), "{device}");
+        assert_eq!(phases["compiler"], "SPIR-V", "{phases}");
     }
     if device.ends_with(", spirv") {
         assert_eq!(count(&r, "kernels_compiled"), 0, "{}", r["kernels"]);

@@ -37,6 +37,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+pub use crate::compile_phases::CompilePhases;
+
 /// The variable that moves the kernel cache (a directory) or turns it off (`off`).
 pub const CACHE_ENV: &str = "ENGRAM_KERNEL_CACHE";
 
@@ -342,6 +344,9 @@ impl log::Log for Sink {
                     *t = Some((t.map_or(now, |(first, _)| first), now));
                 }
             }
+            crate::compile_phases::TARGET => {
+                crate::compile_phases::record(&record.args().to_string());
+            }
             "cubecl::autotune" => {
                 if record.args().to_string().starts_with("Fastest result") {
                     c.autotuned.fetch_add(1, Ordering::Relaxed);
@@ -444,6 +449,10 @@ pub struct CompileSummary {
     pub autotune_decisions: u64,
     /// The kernel cache's database, `None` without one.
     pub cache: Option<PathBuf>,
+    /// Where the compile time went: CubeCL, the backend's compiler and the driver, and by
+    /// kernel type (engram's patched CubeCL reports them); `None` where nothing was compiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<CompilePhases>,
 }
 
 impl std::fmt::Display for CompileSummary {
@@ -453,6 +462,9 @@ impl std::fmt::Display for CompileSummary {
         write!(f, "GPU kernels: {} compiled", self.kernels_compiled)?;
         if let Some(t) = self.compile_seconds {
             write!(f, " in {t:.1} s")?;
+        }
+        if let Some(p) = &self.phases {
+            write!(f, " ({p})")?;
         }
         if let Some(n) = self.kernels_loaded {
             write!(f, ", {n} loaded from the cache")?;
@@ -484,6 +496,10 @@ impl CompileSummary {
                 .autotune_decisions
                 .saturating_sub(earlier.autotune_decisions),
             cache: self.cache.clone(),
+            phases: self
+                .phases
+                .as_ref()
+                .and_then(|p| p.since(earlier.phases.as_ref())),
         }
     }
 }
@@ -499,6 +515,7 @@ pub fn summary() -> CompileSummary {
         kernels_loaded: loaded,
         autotune_decisions: a.autotuned,
         cache: state().and_then(|s| s.database.clone()),
+        phases: crate::compile_phases::phases(),
     }
 }
 
@@ -551,6 +568,7 @@ mod tests {
             kernels_loaded: Some(2),
             autotune_decisions: 36,
             cache: Some("/c/engram-0.1.0.db".into()),
+            phases: None,
         };
         assert_eq!(
             s.to_string(),
@@ -560,6 +578,28 @@ mod tests {
         assert_eq!(
             CompileSummary::default().to_string(),
             "GPU kernels: 0 compiled, 0 autotune decisions (no kernel cache)"
+        );
+        let phases = CompilePhases {
+            compiler: "LLVM".into(),
+            kernels: 463,
+            expand_s: 9.12,
+            compile_s: 60.2,
+            driver_s: 23.7,
+            by_kernel: vec![crate::compile_phases::KernelCompile {
+                kernel: "MatmulEntry".into(),
+                compiled: 209,
+                seconds: 61.0,
+            }],
+        };
+        assert_eq!(
+            CompileSummary {
+                phases: Some(phases),
+                ..s
+            }
+            .to_string(),
+            "GPU kernels: 463 compiled in 93.0 s (CubeCL 9.1 s, LLVM 60.2 s, driver 23.7 s; most \
+             in MatmulEntry (209, 61.0 s)), 2 loaded from the cache, 36 autotune decisions \
+             (cache /c/engram-0.1.0.db)"
         );
     }
 
@@ -571,6 +611,7 @@ mod tests {
             kernels_loaded: loaded,
             autotune_decisions: tuned,
             cache: Some("/c/engram-0.1.0.db".into()),
+            phases: None,
         };
         let before = at(100, Some(30.0), Some(4), 20);
         let after = at(163, Some(41.5), Some(10), 26);

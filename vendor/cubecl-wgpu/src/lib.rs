@@ -6,6 +6,7 @@ extern crate alloc;
 mod backend;
 mod compiler;
 mod compiler_choice;
+pub mod compile_phases;
 mod compute;
 mod device;
 mod graphics;

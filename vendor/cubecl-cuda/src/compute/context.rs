@@ -206,23 +206,46 @@ impl CudaContext {
         validate_cube_dim(&self.properties, kernel_id)?;
         validate_units(&self.properties, kernel_id)?;
 
+        // engram patch: each phase of the compile is timed (`crate::compile_phases`).
+        let expand_start = std::time::Instant::now();
         let definition = cubecl_core::define_kernel(&*kernel)?;
         recording.defined(&definition);
+        let expand = expand_start.elapsed();
+        let compile_start = std::time::Instant::now();
         let jitc_kernel = CompiledKernel::compile(
             &*kernel,
             definition,
             &mut CudaCompiler::default(),
             &self.compilation_options,
         )?;
+        let compile = compile_start.elapsed();
 
         self.validate_shared(&jitc_kernel.repr)?;
         recording.source(&jitc_kernel.source);
 
-        self.load_jit_kernel(kernel_id, key, jitc_kernel, logger, recording)
+        let compiler = match &jitc_kernel.repr {
+            Some(CudaRepresentation::Llvm(_)) => "llvm",
+            _ => "nvrtc",
+        };
+        let load_start = std::time::Instant::now();
+        let mut to_ptx = None;
+        self.load_jit_kernel(kernel_id, key, jitc_kernel, logger, recording, &mut to_ptx)?;
+        // `None`: the kernel was rekeyed from the second-line cache, not compiled.
+        if let Some(to_ptx) = to_ptx {
+            let driver = load_start.elapsed().saturating_sub(to_ptx);
+            crate::compile_phases::log(
+                kernel_id.type_name(),
+                compiler,
+                [expand, compile + to_ptx, driver],
+            );
+        }
+        Ok(())
     }
 
     /// Loads what the compiler produced, by the route that backend's output takes, and closes
-    /// `recording` with how the artifact was obtained.
+    /// `recording` with how the artifact was obtained. `to_ptx` gets the time spent making PTX
+    /// on the way (NVRTC's compile; zero for the LLVM backend, whose output is PTX already), and
+    /// stays `None` where nothing was compiled (rekeyed from the second-line cache).
     fn load_jit_kernel(
         &mut self,
         kernel_id: &KernelId,
@@ -230,12 +253,14 @@ impl CudaContext {
         jitc_kernel: CompiledKernel<CudaCompiler>,
         logger: Arc<ServerLogger>,
         recording: CompilationRecording,
+        to_ptx: &mut Option<std::time::Duration>,
     ) -> Result<(), LaunchError> {
         match &jitc_kernel.repr {
             Some(CudaRepresentation::Cpp(_)) => {
-                self.load_transpiled(kernel_id, key, jitc_kernel, logger, recording)
+                self.load_transpiled(kernel_id, key, jitc_kernel, logger, recording, to_ptx)
             }
             Some(CudaRepresentation::Llvm(_)) => {
+                *to_ptx = Some(std::time::Duration::ZERO);
                 self.load_emitted_ptx(kernel_id, key, jitc_kernel, logger, recording)
             }
             // A precompiled kernel: its text passed the language check in
@@ -244,7 +269,7 @@ impl CudaContext {
             // from the dialect and has no route for text.
             None => match CudaBackend::default() {
                 CudaBackend::Cpp => {
-                    self.load_transpiled(kernel_id, key, jitc_kernel, logger, recording)
+                    self.load_transpiled(kernel_id, key, jitc_kernel, logger, recording, to_ptx)
                 }
                 CudaBackend::Llvm => Err(CompilationError::Generic {
                     reason: "the LLVM backend cannot load a precompiled kernel: it has no text to \
@@ -323,6 +348,7 @@ impl CudaContext {
         mut jitc_kernel: CompiledKernel<CudaCompiler>,
         logger: Arc<ServerLogger>,
         recording: CompilationRecording,
+        to_ptx: &mut Option<std::time::Duration>,
     ) -> Result<(), LaunchError> {
         if logger.compilation_source_activated() {
             jitc_kernel.debug_info = Some(DebugInformation::new("cpp", kernel_id.clone()));
@@ -356,7 +382,9 @@ impl CudaContext {
 
         logger.log_compilation(&jitc_kernel);
 
+        let nvrtc_start = std::time::Instant::now();
         let ptx = self.compile_to_ptx(&jitc_kernel.source)?;
+        *to_ptx = Some(nvrtc_start.elapsed());
 
         let cube_dim = jitc_kernel.cube_dim;
         let io = jitc_kernel.io.take();

@@ -255,9 +255,13 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         validate_cube_dim(&self.utilities.properties, &kernel_id)?;
         validate_units(&self.utilities.properties, &kernel_id)?;
 
+        // engram patch: each phase of the compile is timed (`crate::compile_phases`).
+        let expand_start = std::time::Instant::now();
         let definition = cubecl_core::define_kernel(&*kernel)?;
         recording.defined(&definition);
+        let expand = expand_start.elapsed();
 
+        let compile_start = std::time::Instant::now();
         let mut compiler = C::init(self.backend, &self.compilation_options);
         let mut compiled = compiler.compile_kernel(self, kernel, definition)?;
 
@@ -275,6 +279,7 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         let io = compiled.io.take().map(Arc::from);
         let (compiler_info, auto_repr) = compiler.normalize_repr(compiled.repr);
         let repr = auto_repr.as_ref().map(|r| r.as_ref());
+        let compile = compile_start.elapsed();
 
         // /!\ Do not delete the following commented code.
         // This is useful while working on the metal compiler.
@@ -302,6 +307,7 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         //     }
         // }
 
+        let driver_start = std::time::Instant::now();
         let module = self.create_module(
             &compiled.entrypoint_name,
             kernel_id.cube_dim.into(),
@@ -309,6 +315,11 @@ impl<C: WgpuCompiler> WgpuServer<C> {
             mode,
         )?;
         let pipeline = self.create_pipeline(&compiled.entrypoint_name, repr, module, bindings)?;
+        crate::compile_phases::log(
+            kernel_id.type_name(),
+            compiler.lang_tag(),
+            [expand, compile, driver_start.elapsed()],
+        );
         self.pipelines.insert(
             kernel_id.clone(),
             (pipeline.clone(), compiler_info, io.clone()),
