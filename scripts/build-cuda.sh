@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --out) out="$2"; shift 2 ;;
         --cuda-version) cuda_version="$2"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 { if (!/^#/) exit; print }' "$0"; exit 0 ;;
         *) echo "build-cuda.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --bundle) bundle="$2"; shift 2 ;;
         --limit-mib) limit_mib="$2"; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 { if (!/^#/) exit; print }' "$0"; exit 0 ;;
         *) extras+=("$1"); shift ;;
     esac
 done

@@ -93,7 +93,7 @@ while [ $# -gt 0 ]; do
         --compilers) compilers="$2"; shift 2 ;;
         --vulkan-deb) vulkan_deb="$2"; shift 2 ;;
         --autotune-levels) autotune_levels="$2"; shift 2 ;;
-        -h|--help) sed -n '2,61p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 { if (!/^#/) exit; print }' "$0"; exit 0 ;;
         *) echo "gpu-check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
