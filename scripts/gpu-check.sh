@@ -344,10 +344,21 @@ if [ "$backend" != cpu ]; then
 fi
 step "memorization cpu" 40 "" "$engram" "${memorize[@]}" --backend cpu --out "$work/memorize-cpu"
 # The backend's adapter, loaded by PEFT on the fixture's base model.
+# It imports peer_common.py from beside it: a copy of the PEFT script alone (as carried to a
+# device machine) skips this step by name instead of silently.
 peft_check="$(dirname "$peft_script")/peft_check_adapter.py"
-if [ -n "$peft_python" ] && [ -f "$peft_check" ] && [ -f "$work/memorize-$backend/adapter_model.safetensors" ]; then
-    step "peft loads the $backend adapter" 40 "" "$peft_python" "$peft_check" \
-        tests/fixtures/tiny-f32 "$work/memorize-$backend" --facts "$work/facts4.jsonl"
+if [ -n "$peft_python" ] && [ -f "$work/memorize-$backend/adapter_model.safetensors" ]; then
+    missing=""
+    for f in "$peft_check" "$(dirname "$peft_script")/peer_common.py"; do
+        [ -f "$f" ] || missing="${missing:+$missing, }$f"
+    done
+    if [ -z "$missing" ]; then
+        step "peft loads the $backend adapter" 40 "" "$peft_python" "$peft_check" \
+            tests/fixtures/tiny-f32 "$work/memorize-$backend" --facts "$work/facts4.jsonl"
+    else
+        steps+=("{\"name\": \"peft loads the $backend adapter\", \"status\": \"skipped\", \"why\": \"no $missing\"}")
+        summary+=("peft loads the $backend adapter|skipped|0|no $missing (keep them beside --peft-script)")
+    fi
 fi
 # The same facts one per step (four steps an epoch: the first three are the capture's warm-up),
 # the optimizer step captured as a graph and replayed (--graph); on the CPU the same fixed-shape

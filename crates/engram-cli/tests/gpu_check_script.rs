@@ -21,6 +21,12 @@ for a in "$@"; do [ "$prev" = "--json" ] && json="$a"; prev="$a"; done
 if [ -n "$json" ]; then
     if [ "$1" = selftest ]; then echo '{"passed": true}' > "$json"; else echo '{}' > "$json"; fi
 fi
+# A training run leaves its adapter where --out says.
+out="" prev=""
+for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
+if [ "$1" = train ] && [ -n "$out" ]; then
+    mkdir -p "$out" && : > "$out/adapter_model.safetensors"
+fi
 echo "GPU kernels: 3 compiled in 0.1 s, 0 loaded from the cache, 1 autotune decisions"
 "#;
 
@@ -203,6 +209,71 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
     assert_eq!(calls.matches("tf32=off").count(), 1, "{calls}");
 }
 
+/// A stand-in Python for the PEFT side: records each call and writes `{}` where `--json` asks.
+const FAKE_PYTHON: &str = r#"#!/usr/bin/env bash
+echo "python $*" >> "$FAKE_LOG"
+json="" prev=""
+for a in "$@"; do [ "$prev" = "--json" ] && json="$a"; prev="$a"; done
+[ -z "$json" ] || echo '{}' > "$json"
+"#;
+
+#[test]
+fn gpu_check_names_a_peft_side_that_lacks_the_adapter_checks_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let python = dir.path().join("python");
+    std::fs::write(&python, FAKE_PYTHON).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let peers = dir.path().join("peers");
+    std::fs::create_dir_all(&peers).unwrap();
+    for f in ["peft_random_bench.py", "peft_check_adapter.py"] {
+        std::fs::write(peers.join(f), "").unwrap();
+    }
+    let script = peers.join("peft_random_bench.py");
+    let args = [
+        "--backend",
+        "cuda",
+        "--ranks",
+        "8",
+        "--no-wgpu",
+        "--deadline",
+        "600",
+        "--peft-python",
+        python.to_str().unwrap(),
+        "--peft-script",
+        script.to_str().unwrap(),
+    ];
+    // Without peer_common.py beside it the adapter check cannot import: skipped, and named.
+    let run = run_script(&args, &[]);
+    let step = run
+        .steps
+        .iter()
+        .find(|s| s.0 == "peft loads the cuda adapter")
+        .unwrap_or_else(|| panic!("{:?}\n{}", run.steps, run.stdout));
+    assert_eq!(step.1, "skipped", "{}", run.stdout);
+    assert!(run.stdout.contains("peer_common.py"), "{}", run.stdout);
+    assert!(
+        !run.calls.contains("peft_check_adapter.py"),
+        "{}",
+        run.calls
+    );
+    // With it, PEFT loads the adapter the cuda run wrote.
+    std::fs::write(peers.join("peer_common.py"), "").unwrap();
+    let run = run_script(&args, &[]);
+    let call = run.call("python", "peft_check_adapter.py");
+    assert!(call.contains("/memorize-cuda"), "{call}");
+    assert!(
+        run.steps
+            .iter()
+            .any(|s| s.0 == "peft loads the cuda adapter" && s.1 == "ok"),
+        "{:?}",
+        run.steps
+    );
+}
+
 #[test]
 fn gpu_check_runs_wgpu_twice_on_one_cache_and_wgsl_where_spirv_is_refused() {
     let cpu = [
@@ -341,6 +412,12 @@ fn gpu_carry_splits_the_bundle_so_that_every_call_fits() {
     let mut parts: Vec<_> = std::fs::read_dir(repo.join(".carry"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("bundle.part-")
+        })
         .collect();
     parts.sort();
     assert!(parts.len() >= 2, "{said}");
@@ -365,6 +442,59 @@ fn gpu_carry_splits_the_bundle_so_that_every_call_fits() {
     assert_eq!(said.matches("  call ").count(), parts.len(), "{said}");
     let exclude = std::fs::read_to_string(repo.join(".git/info/exclude")).unwrap();
     assert!(exclude.lines().any(|l| l == "/.carry/"), "{exclude}");
+    // The last call unpacks the joined parts and runs the check, with no PEFT side (no peers
+    // folder beside this scratch repository).
+    assert!(
+        said.contains("| tar -C /tmp -xJf - && scripts/gpu-check.sh --engram /tmp/engram-cuda-0.1.0-x86_64-linux/engram --compilers llvm,nvrtc --out $OUT"),
+        "{said}"
+    );
+
+    // The PEFT scripts are copied where the last call carries them, all three (the adapter check
+    // imports peer_common.py), and the check is told where they are.
+    let peers = repo.join("peers");
+    std::fs::create_dir_all(&peers).unwrap();
+    for f in ["peft_random_bench.py", "peft_check_adapter.py"] {
+        std::fs::write(peers.join(f), f).unwrap();
+    }
+    let out = carry(repo, &["--peers", "peers"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing peer_common.py is named"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no peers/peer_common.py"), "{err}");
+    std::fs::write(peers.join("peer_common.py"), "common").unwrap();
+    let out = carry(
+        repo,
+        &["--peers", "peers", "--vulkan-deb", "dist/libvulkan1.deb"],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "peft_random_bench.py",
+        "peft_check_adapter.py",
+        "peer_common.py",
+    ] {
+        assert_eq!(
+            std::fs::read(repo.join(".carry/peers").join(f)).unwrap(),
+            std::fs::read(peers.join(f)).unwrap()
+        );
+    }
+    assert!(
+        said.contains("one call: carry dist/engram-cuda-0.1.0-x86_64-linux.tar.xz .carry/peers dist/libvulkan1.deb"),
+        "{said}"
+    );
+    assert!(
+        said.contains("--peft-python python3 --peft-script .carry/peers/peft_random_bench.py --vulkan-deb dist/libvulkan1.deb --compilers llvm,nvrtc --out $OUT"),
+        "{said}"
+    );
+    let out = carry(repo, &["--peers", "peers", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
 
     // A tree too big for any part: named, exit status 2.
     let out = carry(repo, &["--limit-mib", "3"]);
