@@ -88,3 +88,53 @@ fn refused_before_loading(backend: &str) {
     assert!(!stderr.contains("loaded "), "{stderr}");
     assert!(!out.exists());
 }
+
+#[test]
+fn a_bad_adapter_setting_is_refused_before_the_model_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = engram_testkit::repo();
+    for (flag, value, said) in [
+        ("--rank", "0", "rank must be at least 1 (got 0)"),
+        ("--dropout", "1.5", "dropout must be in [0, 1) (got 1.5)"),
+        ("--epochs", "0", "epochs must be at least 1"),
+    ] {
+        // A model that does not exist: named only if it were loaded first.
+        let (ok, _, stderr) = run(engram()
+            .args(["train", "--model"])
+            .arg(dir.path().join("no-such-model"))
+            .arg("--facts")
+            .arg(repo.join("tests/fixtures/facts/synthetic-20.jsonl"))
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .args([flag, value]));
+        assert!(!ok, "{stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_else(|| panic!("no error line in {stderr}"));
+        assert!(line.contains(said), "{flag}: {line}");
+        assert!(!line.contains("no-such-model"), "{flag}: {line}");
+    }
+}
+
+/// A GPU backend asked for but never run (this build has no cuda): the error alone, with no
+/// line of zero kernels before it.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn a_backend_that_never_ran_prints_no_kernel_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = engram_testkit::repo();
+    let (ok, _, stderr) = run(engram()
+        .args(["train", "--backend", "cuda", "--model"])
+        .arg(repo.join("tests/fixtures/tiny-f32"))
+        .arg("--facts")
+        .arg(repo.join("tests/fixtures/facts/synthetic-20.jsonl"))
+        .arg("--out")
+        .arg(dir.path().join("out")));
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("built without the `cuda` feature"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("GPU kernels:"), "{stderr}");
+}

@@ -68,4 +68,4 @@ pub use step::{
     StepGradients, StepObserver, StepPhase, Unobserved, clip_factor, gradients, inputs_gradients,
     observed_gradients, optimizer, optimizer_settings, update,
 };
-pub use trainer::{TrainOutcome, Trainer};
+pub use trainer::{TrainOutcome, Trainer, check_settings};

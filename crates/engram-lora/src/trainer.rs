@@ -107,40 +107,49 @@ impl Run {
     }
 }
 
+/// Checks a run's settings that need no model (counts, rates, the adapter's rank, alpha,
+/// dropout and targets), so that a command can refuse them before it loads one; training checks
+/// them again with the model, which adds the device and the layer subset.
+pub fn check_settings(lora: &LoraConfig, t: &TrainConfig) -> Result<()> {
+    let bad = |m: &str| Err(LoraError::BadSetting(m.to_string()));
+    if t.epochs == 0 {
+        return bad("epochs must be at least 1");
+    }
+    if t.batch_size == 0 {
+        return bad("batch size must be at least 1");
+    }
+    if t.grad_accum == 0 {
+        return bad("gradient accumulation must be at least 1");
+    }
+    if !(t.lr.is_finite() && t.lr > 0.0) {
+        return bad("learning rate must be positive");
+    }
+    if !t.warmup_epochs.is_finite() || t.warmup_epochs < 0.0 {
+        return bad("warm-up epochs must be ≥ 0");
+    }
+    if t.max_grad_norm.is_some_and(|n| n.is_nan() || n < 0.0) {
+        return bad("max grad norm must be positive (0 turns clipping off)");
+    }
+    if t.eval_sample == Some(0) {
+        return bad("eval_sample must be at least 1 (eval_every = 0 turns the evaluation off)");
+    }
+    if t.layout.is_padded() && t.pack_length.is_some() {
+        return bad("pack_length applies to layout = \"packed\" only");
+    }
+    if t.graph && !t.layout.is_padded() {
+        return bad(
+            "graph = true takes the padded layout (every step padded to the run's longest \
+             example); drop layout = \"packed\" or the graph",
+        );
+    }
+    lora.validate_values()?;
+    Ok(())
+}
+
 impl Trainer<'_> {
     fn validate(&self, model: &Llama) -> Result<()> {
-        let t = &self.train;
+        check_settings(&self.lora, &self.train)?;
         let bad = |m: &str| Err(LoraError::BadSetting(m.to_string()));
-        if t.epochs == 0 {
-            return bad("epochs must be at least 1");
-        }
-        if t.batch_size == 0 {
-            return bad("batch size must be at least 1");
-        }
-        if t.grad_accum == 0 {
-            return bad("gradient accumulation must be at least 1");
-        }
-        if !(t.lr.is_finite() && t.lr > 0.0) {
-            return bad("learning rate must be positive");
-        }
-        if !t.warmup_epochs.is_finite() || t.warmup_epochs < 0.0 {
-            return bad("warm-up epochs must be ≥ 0");
-        }
-        if t.max_grad_norm.is_some_and(|n| n.is_nan() || n < 0.0) {
-            return bad("max grad norm must be positive (0 turns clipping off)");
-        }
-        if t.eval_sample == Some(0) {
-            return bad("eval_sample must be at least 1 (eval_every = 0 turns the evaluation off)");
-        }
-        if t.layout.is_padded() && t.pack_length.is_some() {
-            return bad("pack_length applies to layout = \"packed\" only");
-        }
-        if t.graph && !t.layout.is_padded() {
-            return bad(
-                "graph = true takes the padded layout (every step padded to the run's longest \
-                 example); drop layout = \"packed\" or the graph",
-            );
-        }
         let device = model.device();
         if !device.is_autodiff() {
             return bad("training needs an autodiff device (Device::autodiff())");

@@ -122,6 +122,9 @@ pub fn open_device(name: &str) -> Result<Device> {
             if matches!(kind.as_str(), "wgpu" | "vulkan") {
                 crate::settle::at_exit(&device);
             }
+            if matches!(kind.as_str(), "wgpu" | "vulkan" | "cuda") {
+                crate::kernel_cache::note_device_opened();
+            }
             Ok(device)
         }
         Ok(v) => Err(DeviceError::Device {

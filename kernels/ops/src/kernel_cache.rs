@@ -33,7 +33,7 @@
 #![cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -102,6 +102,23 @@ pub fn configure() -> &'static CacheState {
 /// The state [`configure`] set up, if it ran.
 pub fn state() -> Option<&'static CacheState> {
     STATE.get()
+}
+
+/// Whether a GPU device of this process opened and ran its first operation.
+static OPENED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that a GPU device opened ([`crate::open_device`] calls it once its first operation
+/// ran).
+pub fn note_device_opened() {
+    OPENED.store(true, Ordering::Relaxed);
+}
+
+/// Whether this process's compile work is worth a summary line: a GPU device opened, or
+/// kernels were compiled, loaded or autotuned. Where a GPU backend was asked for but never
+/// opened (built without it, no driver), the error says why and a line of zeros would only
+/// stand before it.
+pub fn worth_a_summary(summary: &CompileSummary) -> bool {
+    state().is_some() && (OPENED.load(Ordering::Relaxed) || !summary.is_idle())
 }
 
 /// Where `setting` puts the database, after checking that the directory can be written
@@ -478,6 +495,14 @@ impl std::fmt::Display for CompileSummary {
 }
 
 impl CompileSummary {
+    /// Whether no kernel was compiled or loaded and nothing autotuned (a fully warm run whose
+    /// loads the records do not count is idle too; [`worth_a_summary`] tells them apart).
+    pub fn is_idle(&self) -> bool {
+        self.kernels_compiled == 0
+            && self.autotune_decisions == 0
+            && self.kernels_loaded.unwrap_or(0) == 0
+    }
+
     /// The work done since `earlier` (a summary of the same process taken before): the counts
     /// and seconds less `earlier`'s, for a piece of work inside a longer process (a sweep's
     /// cell, a training run after its model loaded).
@@ -579,6 +604,15 @@ mod tests {
             CompileSummary::default().to_string(),
             "GPU kernels: 0 compiled, 0 autotune decisions (no kernel cache)"
         );
+        assert!(CompileSummary::default().is_idle());
+        assert!(!s.is_idle());
+        let warm = CompileSummary {
+            kernels_compiled: 0,
+            autotune_decisions: 0,
+            kernels_loaded: Some(194),
+            ..CompileSummary::default()
+        };
+        assert!(!warm.is_idle(), "a warm run loads from the cache");
         let phases = CompilePhases {
             compiler: "LLVM".into(),
             kernels: 463,

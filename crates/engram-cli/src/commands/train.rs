@@ -12,7 +12,7 @@ use engram_experiments::{
     TrainingFlags, check_training_device, check_training_memory, local_architecture,
 };
 use engram_facts::{Asked, read_facts};
-use engram_lora::{EpochEval, LoraError, Trainer};
+use engram_lora::{EpochEval, LoraError, Trainer, check_settings};
 use engram_model::AnswerConfig;
 
 use crate::loaded::ModelArgs;
@@ -69,15 +69,18 @@ pub fn run(a: TrainArgs) -> Result<()> {
         let (dtype, backend) = (&a.model.dtype, &a.model.backend);
         check_training_memory(&what, &cfg, dtype, backend, &settings, a.rank, &facts)?;
     }
-    let session = a.model.load_on(true)?;
     let mut lora = settings.lora_config(a.rank);
     if let Some(alpha) = a.alpha {
         lora = lora.with_alpha(alpha);
     }
+    let train = settings.train_config(a.rank);
+    // A bad rank, alpha or count is refused before the model is loaded (16 GB for an 8B).
+    check_settings(&lora, &train).with_context(|| format!("training into {}", a.out.display()))?;
+    let session = a.model.load_on(true)?;
     let trainer = Trainer {
         tokenizer: &session.tokenizer,
         lora,
-        train: settings.train_config(a.rank),
+        train,
         base_model: a.model.model.clone(),
     };
     eprintln!(

@@ -131,6 +131,18 @@ impl LoraConfig {
 
     /// Checks the values against a model with `num_layers` blocks.
     pub fn validate(&self, num_layers: usize) -> Result<()> {
+        self.validate_values()?;
+        if let Some(&l) = self.layers.iter().flatten().find(|&&l| l >= num_layers) {
+            return Err(ModelError::BadLora(format!(
+                "layer {l} does not exist (the model has {num_layers} layers)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks the values that need no model (all but whether the layer subset's layers exist),
+    /// so that a command can refuse them before it loads one.
+    pub fn validate_values(&self) -> Result<()> {
         let bad = |m: String| Err(ModelError::BadLora(m));
         if self.rank == 0 {
             return bad("rank must be at least 1 (got 0)".into());
@@ -144,15 +156,8 @@ impl LoraConfig {
         if self.targets.is_empty() {
             return bad("no target modules".into());
         }
-        if let Some(layers) = &self.layers {
-            if layers.is_empty() {
-                return bad("the layer subset is empty".into());
-            }
-            if let Some(&l) = layers.iter().find(|&&l| l >= num_layers) {
-                return bad(format!(
-                    "layer {l} does not exist (the model has {num_layers} layers)"
-                ));
-            }
+        if self.layers.as_ref().is_some_and(|l| l.is_empty()) {
+            return bad("the layer subset is empty".into());
         }
         Ok(())
     }
