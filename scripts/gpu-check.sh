@@ -165,6 +165,13 @@ kernels_seen() {
     echo "${n:-0}"
 }
 
+# skipped NAME WHY DETAIL: records NAME as skipped, WHY in the JSON and DETAIL in the summary.
+skipped() {
+    steps+=("{\"name\": \"$1\", \"status\": \"skipped\", \"why\": \"$2\"}")
+    summary+=("$1|skipped|0|$3")
+    write_json
+}
+
 # step NAME LIMIT_S JSON_FILE COMMAND...: runs COMMAND under LIMIT_S seconds (less if the
 # deadline is nearer; skipped under 20 s), its output shown and logged; records the step.
 step() {
@@ -172,9 +179,7 @@ step() {
     local left=$(( deadline - ($(date +%s) - start_all) ))
     [ "$limit" -le "$left" ] || limit=$left
     if [ "$limit" -lt 20 ]; then
-        steps+=("{\"name\": \"$name\", \"status\": \"skipped\", \"why\": \"deadline\"}")
-        summary+=("$name|skipped|0|no time left before the ${deadline} s deadline")
-        write_json
+        skipped "$name" deadline "no time left before the ${deadline} s deadline"
         last_status=skipped
         return
     fi
@@ -237,9 +242,8 @@ prepare_compiler() {
     [ "$comp" = nvrtc ] || return 0
     nvrtc_lib=$(find_nvrtc)
     if [ -z "$nvrtc_lib" ]; then
-        steps+=("{\"name\": \"$step_name\", \"status\": \"skipped\", \"why\": \"no libnvrtc on this machine\"}")
-        summary+=("$step_name|skipped|0|no libnvrtc (CUDA toolkit or nvidia-cuda-nvrtc wheel) found")
-        write_json
+        skipped "$step_name" "no libnvrtc on this machine" \
+            "no libnvrtc (CUDA toolkit or nvidia-cuda-nvrtc wheel) found"
         return 1
     fi
     mkdir -p "$work/nvrtc-lib"
@@ -310,8 +314,7 @@ if [ -n "$peft_python" ]; then
             "$peft_python" "$peft_script" "$arch" --ranks "$ranks" --batch 8 \
             --seq 64 --labels 16 --steps 10 --warmup 2 --generate "" --json "$work/peft.json"
     else
-        steps+=("{\"name\": \"peft random bench\", \"status\": \"skipped\", \"why\": \"no $peft_script\"}")
-        summary+=("peft random bench|skipped|0|no $peft_script (pass --peft-script)")
+        skipped "peft random bench" "no $peft_script" "no $peft_script (pass --peft-script)"
     fi
 fi
 
@@ -356,8 +359,8 @@ if [ -n "$peft_python" ] && [ -f "$work/memorize-$backend/adapter_model.safetens
         step "peft loads the $backend adapter" 40 "" "$peft_python" "$peft_check" \
             tests/fixtures/tiny-f32 "$work/memorize-$backend" --facts "$work/facts4.jsonl"
     else
-        steps+=("{\"name\": \"peft loads the $backend adapter\", \"status\": \"skipped\", \"why\": \"no $missing\"}")
-        summary+=("peft loads the $backend adapter|skipped|0|no $missing (keep them beside --peft-script)")
+        skipped "peft loads the $backend adapter" "no $missing" \
+            "no $missing (keep them beside --peft-script)"
     fi
 fi
 # The same facts one per step (four steps an epoch: the first three are the capture's warm-up),

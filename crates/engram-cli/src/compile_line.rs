@@ -68,6 +68,8 @@ fn watcher(terminal: bool) {
 /// asked for but never opened (`--backend cuda` in a build without it, a machine without the
 /// driver: the error says so, and a line of zeros before it would only hide it).
 pub fn summary_line() -> Option<String> {
+    // No GPU backend asked for: not even the summary's database read.
+    kernel_cache::state()?;
     let summary = kernel_cache::summary();
     kernel_cache::worth_a_summary(&summary).then(|| summary.to_string())
 }

@@ -113,12 +113,12 @@ pub fn note_device_opened() {
     OPENED.store(true, Ordering::Relaxed);
 }
 
-/// Whether this process's compile work is worth a summary line: a GPU device opened, or
-/// kernels were compiled, loaded or autotuned. Where a GPU backend was asked for but never
-/// opened (built without it, no driver), the error says why and a line of zeros would only
-/// stand before it.
+/// Whether this process's compile work (`summary`, where a GPU backend was asked for) is worth
+/// a summary line: a GPU device opened, or kernels were compiled, loaded or autotuned. Where a
+/// GPU backend was asked for but never opened (built without it, no driver), the error says why
+/// and a line of zeros would only stand before it.
 pub fn worth_a_summary(summary: &CompileSummary) -> bool {
-    state().is_some() && (OPENED.load(Ordering::Relaxed) || !summary.is_idle())
+    OPENED.load(Ordering::Relaxed) || !summary.is_idle()
 }
 
 /// Where `setting` puts the database, after checking that the directory can be written
