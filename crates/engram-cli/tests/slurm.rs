@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use engram_testkit::sweeps::{tiny_experiment, write};
+use engram_testkit::sweeps::{assert_warmed_up, tiny_experiment, write};
 
 fn engram() -> Command {
     Command::new(env!("CARGO_BIN_EXE_engram"))
@@ -33,12 +33,18 @@ fn fails(c: &mut Command) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// Whether a Slurm cluster answers here.
-fn cluster() -> bool {
-    Command::new("sinfo")
+/// Whether no Slurm cluster answers here (said, for a test that is then skipped).
+fn no_cluster() -> bool {
+    let up = Command::new("sinfo")
         .args(["-h", "-o", "%T"])
         .output()
-        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    if !up {
+        eprintln!(
+            "SKIPPED: no Slurm cluster answers `sinfo` here (CI starts one: ../shared/notes/slurm/up.sh)"
+        );
+    }
+    !up
 }
 
 fn read(p: &Path) -> String {
@@ -47,10 +53,7 @@ fn read(p: &Path) -> String {
 
 #[test]
 fn cells_run_as_job_arrays_and_give_the_local_table() {
-    if !cluster() {
-        eprintln!(
-            "SKIPPED: no Slurm cluster answers `sinfo` here (CI starts one: ../shared/notes/slurm/up.sh)"
-        );
+    if no_cluster() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -132,6 +135,60 @@ fn cells_run_as_job_arrays_and_give_the_local_table() {
         "{}",
         read(&r.join("table.md"))
     );
+}
+
+/// On a GPU backend (wgpu: llvmpipe here, which compiles kernels as a GPU driver does) the
+/// cheapest cell of each method leads: its array runs first on an empty kernel cache, and the
+/// rest of the class waits for it (`afterany`), then loads what it compiled. With
+/// `--no-kernel-warm-up` the scripts are one array per class, as on the CPU.
+#[cfg(feature = "wgpu")]
+#[test]
+fn on_a_gpu_backend_the_kernel_warm_up_runs_first_and_the_rest_load_its_kernels() {
+    if no_cluster() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exp = engram_testkit::sweeps::tiny_wgpu_lora_experiment(dir.path());
+    let cache = dir.path().join("kernels");
+    let plain = ok(engram()
+        .args(["sweep", "--executor", "slurm", "--emit-only"])
+        .args(["--no-kernel-warm-up", "--results"])
+        .arg(dir.path().join("plain"))
+        .arg(&exp));
+    assert!(
+        !plain.contains("kernel warm-up") && !plain.contains("-first"),
+        "{plain}"
+    );
+    let r = dir.path().join("slurm");
+    let out = ok(engram()
+        .env("ENGRAM_KERNEL_CACHE", &cache)
+        .args(["sweep", "--executor", "slurm", "--max-parallel", "2"])
+        .arg("--results")
+        .arg(&r)
+        .arg(&exp));
+    assert!(
+        out.contains("kernel warm-up: 1 of the 2 cells")
+            && out.contains("mem-1GB-first: 1 cells")
+            && out.contains("mem-1GB: 1 cells"),
+        "{out}"
+    );
+    let first = out
+        .lines()
+        .find(|l| l.contains("-first: "))
+        .and_then(|l| l.rsplit("job ").next())
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(
+        out.lines()
+            .any(|l| l.contains("mem-1GB: ") && l.ends_with(&format!("after {first}"))),
+        "{out}"
+    );
+    wait_for("both records and the table", 600, || {
+        r.join("cells/n8-lora-r4.json").exists() && r.join("table.md").exists()
+    });
+    let (lead, follow) = assert_warmed_up(&r);
+    eprintln!("kernels compiled: leader {lead}, follower {follow}");
 }
 
 #[test]
@@ -271,10 +328,7 @@ fn json(p: &Path) -> Option<serde_json::Value> {
 
 #[test]
 fn a_requeued_and_then_preempted_task_resumes_to_the_uninterrupted_record() {
-    if !cluster() {
-        eprintln!(
-            "SKIPPED: no Slurm cluster answers `sinfo` here (CI starts one: ../shared/notes/slurm/up.sh)"
-        );
+    if no_cluster() {
         return;
     }
     const CELL: &str = "n8-lora-r4";

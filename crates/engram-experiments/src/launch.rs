@@ -20,6 +20,7 @@ use crate::experiment::Experiment;
 use crate::facts::{load_pool, samples};
 use crate::plan::{PlannedCell, plan};
 use crate::record::ResultsDir;
+use crate::warm_up::leaders;
 
 /// The manifest's file name inside its launch directory.
 pub const MANIFEST: &str = "manifest.json";
@@ -51,6 +52,10 @@ pub struct ResourceClass {
     pub seconds: f64,
     /// The largest estimated peak device memory of its cells (bytes; 0 without estimates).
     pub peak_bytes: f64,
+    /// How many of its cells, its first ones, lead the kernel warm-up (`warm_up.rs`):
+    /// they run before the sweep's other cells start. 0: none (every cell at once).
+    #[serde(default)]
+    pub leaders: usize,
 }
 
 /// A frozen launch.
@@ -88,14 +93,25 @@ fn class_name(gb: Option<u64>) -> String {
     gb.map_or("any".into(), |g| format!("mem-{g}GB"))
 }
 
+/// A cell on its way into a class: whether it leads the warm-up, and its estimates.
+struct Member {
+    leads: bool,
+    cell: FrozenCell,
+    seconds: f64,
+    peak_bytes: f64,
+}
+
 /// Freezes the cells of `exp` that `only` selects and that are not done in `results`, with
-/// estimates at `flops` FLOP/s. An empty manifest (nothing to do) is returned as such.
+/// estimates at `flops` FLOP/s; with `warm_up`, the leaders of the kernel warm-up
+/// (`warm_up.rs`: the cheapest cell of each method) come first in each class. An empty manifest (nothing to do) is
+/// returned as such.
 pub fn freeze(
     exp: &Experiment,
     configs: &Path,
     results: &Path,
     only: &[String],
     flops: f64,
+    warm_up: bool,
 ) -> Result<Manifest> {
     let (pool, source) = load_pool(exp)?;
     let samples = samples(exp, &pool, &source)?;
@@ -107,9 +123,14 @@ pub fn freeze(
         );
     }
     let arch = architecture(exp);
-    // Classes smallest first, table order inside each: (cell, seconds, peak bytes).
-    let mut groups: BTreeMap<Option<u64>, Vec<(FrozenCell, f64, f64)>> = BTreeMap::new();
-    for p in planned.into_iter().filter(PlannedCell::runs) {
+    let planned: Vec<PlannedCell> = planned.into_iter().filter(PlannedCell::runs).collect();
+    let lead = match warm_up {
+        true => leaders(&planned.iter().map(|p| p.cell).collect::<Vec<_>>()),
+        false => vec![false; planned.len()],
+    };
+    // Classes smallest first; inside each, its leaders, then the rest, each in table order.
+    let mut groups: BTreeMap<Option<u64>, Vec<Member>> = BTreeMap::new();
+    for (p, leads) in planned.into_iter().zip(lead) {
         let e = arch
             .as_ref()
             .map(|(cfg, _)| estimate(exp, cfg, &p.cell, samples.of(&p.cell), flops));
@@ -120,19 +141,26 @@ pub fn freeze(
             cell: p.cell,
             hash: p.hash,
         };
-        groups.entry(class).or_default().push((cell, s, b));
+        groups.entry(class).or_default().push(Member {
+            leads,
+            cell,
+            seconds: s,
+            peak_bytes: b,
+        });
     }
     let mut cells = Vec::new();
     let mut classes = Vec::new();
-    for (gb, members) in groups {
+    for (gb, mut members) in groups {
+        members.sort_by_key(|m| !m.leads);
         classes.push(ResourceClass {
             name: class_name(gb),
             first: cells.len(),
             count: members.len(),
-            seconds: members.iter().map(|m| m.1).fold(0.0, f64::max),
-            peak_bytes: members.iter().map(|m| m.2).fold(0.0, f64::max),
+            seconds: members.iter().map(|m| m.seconds).fold(0.0, f64::max),
+            peak_bytes: members.iter().map(|m| m.peak_bytes).fold(0.0, f64::max),
+            leaders: members.iter().filter(|m| m.leads).count(),
         });
-        cells.extend(members.into_iter().map(|m| m.0));
+        cells.extend(members.into_iter().map(|m| m.cell));
     }
     Ok(Manifest {
         format: FORMAT,

@@ -48,6 +48,7 @@ mod status;
 mod sweep;
 mod table;
 mod training_flags;
+mod warm_up;
 
 pub use cells::{Cell, Method, expand as expand_cells};
 pub use corpus_facts::{FactsReady, prepare_facts};
@@ -76,7 +77,7 @@ pub use record::{
     QuestionRecord, ResultsDir, Timings, Versions,
 };
 pub use render::{CURVES_FILE, VIEW_FILES, render_dir};
-pub use slurm::{AUTO_TIME, DEFAULT_MAX_RESTARTS, SlurmOptions};
+pub use slurm::{AUTO_TIME, ArrayJob, DEFAULT_MAX_RESTARTS, Launch, SlurmOptions};
 pub use stats::{BOOTSTRAP_RESAMPLES, Z95, bootstrap, mcnemar_exact, wilson};
 pub use status::{render_status, status};
 pub use sweep::{Stopped, SweepOptions, SweepReport, run_sweep};

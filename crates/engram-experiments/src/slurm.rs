@@ -1,6 +1,9 @@
 //! `engram sweep --executor slurm`: one Slurm job array per resource class of a frozen
 //! [`Manifest`], at most `--max-parallel` tasks of each at a time, and a job that renders the
-//! table once the arrays have ended (`afterany`). Task `i` `exec`s `engram sweep … --manifest M
+//! table once the arrays have ended (`afterany`). On a GPU backend the cheapest cell of each
+//! method leads (the kernel warm-up, `warm_up.rs`): a class holding leaders and other cells gets
+//! an array for each (`mem-16GB-first`, `mem-16GB`), and the others start once the leaders of
+//! their methods have ended, loading the kernels those compiled. Task `i` `exec`s `engram sweep … --manifest M
 //! --cell-index i` (so engram, not a shell, receives the scheduler's signals) and runs its cell
 //! under the cell's claim, like any sweep. The submitter prints the job ids and returns; state is
 //! read from the records afterwards (`engram sweep --status`), never from Slurm's accounting.
@@ -58,6 +61,11 @@ pub struct SlurmOptions {
     /// Write the manifest and the Slurm scripts, submit nothing.
     #[cfg_attr(feature = "clap", arg(long))]
     pub emit_only: bool,
+    /// Start every cell at once on a GPU backend too, where by default the cheapest cell of
+    /// each method runs first and fills the kernel cache, and the others start once those have
+    /// ended and load what they compiled instead of each compiling it on an allocated GPU.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub no_kernel_warm_up: bool,
     /// How often a Slurm task stopped by its time limit (SIGUSR2) requeues itself to resume
     /// from its checkpoint (counted by SLURM_RESTART_COUNT) before it gives up.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = DEFAULT_MAX_RESTARTS))]
@@ -75,12 +83,36 @@ pub struct Launch {
     pub dir: PathBuf,
     /// The manifest.
     pub manifest: PathBuf,
-    /// One script per class, then the table job's.
-    pub scripts: Vec<PathBuf>,
-    /// `(class, job id)` per submitted array.
-    pub arrays: Vec<(String, String)>,
+    /// The job arrays, in the order they are submitted: every class's warm-up leaders, then the
+    /// rest of each class.
+    pub arrays: Vec<ArrayJob>,
+    /// The table job's script.
+    pub table_script: PathBuf,
     /// The table job's id.
     pub table_job: Option<String>,
+}
+
+/// One job array of a launch: a run of contiguous cells of one resource class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayJob {
+    /// Its name: the class's (`mem-16GB`), with `-first` for the leaders of a class that has
+    /// others too.
+    pub name: String,
+    /// Its class's index in [`Manifest::classes`].
+    pub class: usize,
+    /// Its first cell's index in [`Manifest::cells`].
+    pub first: usize,
+    /// Its number of cells.
+    pub count: usize,
+    /// Whether its cells lead the kernel warm-up (the others wait for them).
+    pub leads: bool,
+    /// Indices into [`Launch::arrays`] of the arrays it waits for (`afterany`): those holding
+    /// the leaders of its cells' methods.
+    pub after: Vec<usize>,
+    /// Its script.
+    pub script: PathBuf,
+    /// Its job id, once submitted.
+    pub job: Option<String>,
 }
 
 /// Slurm's `D-HH:MM:SS` for `seconds` with the `--time auto` margin.
@@ -156,11 +188,54 @@ fn setup(o: &SlurmOptions) -> String {
     o.setup.iter().map(|l| format!("{l}\n")).collect()
 }
 
-/// The array script of one class.
+/// The arrays of `m`: per class, its warm-up leaders and its other cells as one array each
+/// where it has both, else one array; the leaders' arrays first (each follower array waits for
+/// those holding its methods' leaders). Scripts are named `<array>.sbatch` in `dir`.
+pub fn plan_arrays(m: &Manifest, dir: &Path) -> Vec<ArrayJob> {
+    let array = |class: usize, name: String, first: usize, count: usize, leads: bool| ArrayJob {
+        script: dir.join(format!("{name}.sbatch")),
+        name,
+        class,
+        first,
+        count,
+        leads,
+        after: Vec::new(),
+        job: None,
+    };
+    let mut leaders = Vec::new();
+    let mut rest = Vec::new();
+    for (i, c) in m.classes.iter().enumerate() {
+        let others = c.count - c.leaders;
+        match (c.leaders, others) {
+            (0, _) => rest.push(array(i, c.name.clone(), c.first, c.count, false)),
+            (_, 0) => leaders.push(array(i, c.name.clone(), c.first, c.count, true)),
+            (l, n) => {
+                leaders.push(array(i, format!("{}-first", c.name), c.first, l, true));
+                rest.push(array(i, c.name.clone(), c.first + l, n, false));
+            }
+        }
+    }
+    let method_of = |cell: usize| m.cells[cell].cell.method;
+    let n_leaders = leaders.len();
+    for a in &mut rest {
+        let methods: Vec<_> = (a.first..a.first + a.count).map(method_of).collect();
+        a.after = (0..n_leaders)
+            .filter(|&j| {
+                let l = &leaders[j];
+                (l.first..l.first + l.count).any(|c| methods.contains(&method_of(c)))
+            })
+            .collect();
+    }
+    leaders.extend(rest);
+    leaders
+}
+
+/// The script of one array of class `class`.
 pub fn array_script(
     m: &Manifest,
     manifest: &Path,
     class: &ResourceClass,
+    a: &ArrayJob,
     o: &SlurmOptions,
     logs: &Path,
 ) -> String {
@@ -168,7 +243,7 @@ pub fn array_script(
         .experiment
         .file_stem()
         .map_or("sweep".into(), |s| s.to_string_lossy().into_owned());
-    let last = class.first + class.count - 1;
+    let last = a.first + a.count - 1;
     let throttle = o.max_parallel.map_or(String::new(), |n| format!("%{n}"));
     let time = match o.time.as_str() {
         AUTO_TIME => auto_time(class.seconds),
@@ -176,8 +251,8 @@ pub fn array_script(
     };
     let mut s = String::from("#!/bin/bash\n");
     let mut opt = |line: String| s.push_str(&format!("#SBATCH {line}\n"));
-    opt(format!("--job-name=engram-{name}-{}", class.name));
-    opt(format!("--array={}-{last}{throttle}", class.first));
+    opt(format!("--job-name=engram-{name}-{}", a.name));
+    opt(format!("--array={}-{last}{throttle}", a.first));
     opt(format!("--time={time}"));
     opt(format!("--output={}/%A_%a.out", logs.display()));
     opt("--open-mode=append".into());
@@ -198,11 +273,16 @@ pub fn array_script(
         opt(a.clone());
     }
     s.push_str(&format!(
-        "# engram: {} cells of class {} (estimated at most {:.0} s and {:.1} GB each)\nset -e\n",
-        class.count,
+        "# engram: {} cells of class {} (estimated at most {:.0} s and {:.1} GB each){}\nset -e\n",
+        a.count,
         class.name,
         class.seconds,
-        class.peak_bytes / 1e9
+        class.peak_bytes / 1e9,
+        match (a.leads, a.after.is_empty()) {
+            (true, _) => "; they lead the kernel warm-up: the cheapest cell of each method, run before the others",
+            (false, false) => "; they start once the kernel warm-up's leaders have ended",
+            (false, true) => "",
+        }
     ));
     s.push_str(&setup(o));
     s.push_str(&format!(
@@ -275,39 +355,48 @@ fn sbatch(script: &Path, args: &[String]) -> Result<String> {
 }
 
 /// Writes the manifest and scripts of `m` into a new launch directory and submits them (unless
-/// `emit_only`).
+/// `emit_only`): the warm-up leaders' arrays first, the others each after the leaders of its
+/// methods (`afterany`: a leader that fails holds nothing up), the table after them all.
 pub fn launch(m: &Manifest, o: &SlurmOptions) -> Result<Launch> {
     let dir = m.launch_dir()?;
     let manifest = m.write(&dir)?;
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| logs.display().to_string())?;
-    let mut scripts = Vec::new();
-    for class in &m.classes {
-        let path = dir.join(format!("{}.sbatch", class.name));
-        engram_io::write_file(
-            &path,
-            array_script(m, &manifest, class, o, &logs).as_bytes(),
-        )?;
-        scripts.push(path);
+    let arrays = plan_arrays(m, &dir);
+    for a in &arrays {
+        let script = array_script(m, &manifest, &m.classes[a.class], a, o, &logs);
+        engram_io::write_file(&a.script, script.as_bytes())?;
     }
     let table = dir.join("table.sbatch");
     engram_io::write_file(&table, table_script(m, o, &logs).as_bytes())?;
-    scripts.push(table.clone());
     let mut launch = Launch {
         dir,
         manifest,
-        scripts,
-        arrays: Vec::new(),
+        arrays,
+        table_script: table.clone(),
         table_job: None,
     };
     if o.emit_only || m.cells.is_empty() {
         return Ok(launch);
     }
-    for (class, script) in m.classes.iter().zip(&launch.scripts) {
-        let id = sbatch(script, &[])?;
-        launch.arrays.push((class.name.clone(), id));
+    for i in 0..launch.arrays.len() {
+        let after: Vec<&str> = launch.arrays[i]
+            .after
+            .iter()
+            .filter_map(|&j| launch.arrays[j].job.as_deref())
+            .collect();
+        let args = match after.is_empty() {
+            true => vec![],
+            false => vec![format!("--dependency=afterany:{}", after.join(":"))],
+        };
+        let id = sbatch(&launch.arrays[i].script, &args)?;
+        launch.arrays[i].job = Some(id);
     }
-    let after: Vec<&str> = launch.arrays.iter().map(|(_, id)| id.as_str()).collect();
+    let after: Vec<&str> = launch
+        .arrays
+        .iter()
+        .filter_map(|a| a.job.as_deref())
+        .collect();
     launch.table_job = Some(sbatch(
         &table,
         &[format!("--dependency=afterany:{}", after.join(":"))],
@@ -325,6 +414,110 @@ mod tests {
         assert_eq!(auto_time(3600.0), "0-02:15:00");
         assert_eq!(auto_time(86_400.0), "2-00:15:00");
         assert_eq!(quote("it's"), r"'it'\''s'");
+    }
+
+    /// A class of a test manifest: its name, its LoRA cells as (facts, rank), its leaders.
+    type TestClass<'a> = (&'a str, &'a [(usize, usize)], usize);
+
+    /// A manifest of `classes`.
+    fn manifest(classes: &[TestClass]) -> Manifest {
+        let mut m = Manifest {
+            format: crate::launch::FORMAT,
+            experiment: "e.toml".into(),
+            configs: "c".into(),
+            results: "r".into(),
+            created_unix: 0,
+            cells: Vec::new(),
+            classes: Vec::new(),
+        };
+        for (name, cells, leaders) in classes {
+            m.classes.push(ResourceClass {
+                name: name.to_string(),
+                first: m.cells.len(),
+                count: cells.len(),
+                seconds: 0.0,
+                peak_bytes: 0.0,
+                leaders: *leaders,
+            });
+            for &(facts, rank) in *cells {
+                let cell = crate::cells::Cell::new(facts, crate::cells::Method::Lora { rank });
+                m.cells.push(crate::launch::FrozenCell {
+                    id: cell.id(),
+                    cell,
+                    hash: String::new(),
+                });
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn leaders_get_arrays_of_their_own_that_only_their_methods_wait_for() {
+        // r8's leader and r64's leader share a class; r2048's leads alone in its own class, and
+        // a class of r8 cells alone waits for r8's leader only.
+        let m = manifest(&[
+            ("mem-32GB", &[(10, 8), (10, 64), (100, 8), (100, 64)], 2),
+            ("mem-64GB", &[(1000, 8)], 0),
+            ("mem-128GB", &[(10, 2048)], 1),
+        ]);
+        let arrays = plan_arrays(&m, Path::new("/l"));
+        let view: Vec<(&str, usize, usize, bool, Vec<usize>)> = arrays
+            .iter()
+            .map(|a| (a.name.as_str(), a.first, a.count, a.leads, a.after.clone()))
+            .collect();
+        assert_eq!(
+            view,
+            [
+                ("mem-32GB-first", 0, 2, true, vec![]),
+                ("mem-128GB", 5, 1, true, vec![]),
+                ("mem-32GB", 2, 2, false, vec![0]),
+                ("mem-64GB", 4, 1, false, vec![0]),
+            ]
+        );
+        assert_eq!(arrays[0].script, Path::new("/l/mem-32GB-first.sbatch"));
+        let o = SlurmOptions {
+            partition: None,
+            account: None,
+            qos: None,
+            time: "1:00:00".into(),
+            gpus_per_cell: 1,
+            max_parallel: Some(4),
+            sbatch_args: vec![],
+            setup: vec![],
+            emit_only: true,
+            no_kernel_warm_up: false,
+            max_restarts: 3,
+            engram: "/bin/engram".into(),
+        };
+        let script = |a: &ArrayJob| {
+            array_script(
+                &m,
+                Path::new("/l/m.json"),
+                &m.classes[a.class],
+                a,
+                &o,
+                Path::new("/l/logs"),
+            )
+        };
+        let first = script(&arrays[0]);
+        assert!(first.contains("#SBATCH --array=0-1%4\n"), "{first}");
+        assert!(
+            first.contains("--job-name=engram-e-mem-32GB-first"),
+            "{first}"
+        );
+        assert!(first.contains("lead the kernel warm-up"), "{first}");
+        let rest = script(&arrays[2]);
+        assert!(rest.contains("#SBATCH --array=2-3%4\n"), "{rest}");
+        assert!(
+            rest.contains("once the kernel warm-up's leaders have ended"),
+            "{rest}"
+        );
+        // Without leaders: one array per class, as before.
+        let plain = manifest(&[("mem-32GB", &[(10, 8), (100, 8)], 0)]);
+        let arrays = plan_arrays(&plain, Path::new("/l"));
+        assert_eq!(arrays.len(), 1);
+        assert_eq!((arrays[0].name.as_str(), arrays[0].count), ("mem-32GB", 2));
+        assert!(arrays[0].after.is_empty() && !arrays[0].leads);
     }
 
     #[test]

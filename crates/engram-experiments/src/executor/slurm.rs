@@ -1,5 +1,5 @@
-//! The cells to do frozen in a manifest, one Slurm job array per resource class, and the table
-//! job ([`crate::launch`], [`crate::slurm`]).
+//! The cells to do frozen in a manifest, one Slurm job array per resource class (two where the
+//! kernel warm-up's leaders go first), and the table job ([`crate::launch`], [`crate::slurm`]).
 
 use anyhow::Result;
 use engram_io::Progress;
@@ -8,6 +8,7 @@ use super::{Executor, Job, Outcome, Submitted};
 use crate::experiment::Experiment;
 use crate::launch::freeze;
 use crate::slurm::{SlurmOptions, launch};
+use crate::warm_up::wanted;
 
 /// As Slurm job arrays: submits (unless `emit_only`) and returns.
 #[derive(Debug, Clone)]
@@ -20,7 +21,15 @@ pub struct Slurm {
 
 impl Executor for Slurm {
     fn execute(&self, exp: &Experiment, job: &Job, _progress: &dyn Progress) -> Result<Outcome> {
-        let manifest = freeze(exp, &job.configs, &job.results, &job.only, self.flops)?;
+        let warm_up = wanted(&exp.backend, self.options.no_kernel_warm_up);
+        let manifest = freeze(
+            exp,
+            &job.configs,
+            &job.results,
+            &job.only,
+            self.flops,
+            warm_up,
+        )?;
         let launch = launch(&manifest, &self.options)?;
         Ok(Outcome::Submitted(Submitted { manifest, launch }))
     }

@@ -81,17 +81,35 @@ pub fn submitted(s: &Submitted, exp: &Experiment) -> Result<()> {
         launch.manifest.display(),
         m.cells.len()
     );
-    for (class, script) in m.classes.iter().zip(&launch.scripts) {
-        let job = launch
-            .arrays
-            .iter()
-            .find(|(c, _)| *c == class.name)
-            .map_or("not submitted".to_string(), |(_, id)| format!("job {id}"));
+    let leaders: usize = m.classes.iter().map(|c| c.leaders).sum();
+    if leaders > 0 {
         println!(
-            "  {}: {} cells, {} → {job}",
-            class.name,
-            class.count,
-            script.display()
+            "kernel warm-up: {leaders} of the {} cells (the cheapest of each method) go first to fill the kernel cache; the rest start once those have ended (--no-kernel-warm-up: all at once)",
+            m.cells.len()
+        );
+    }
+    for a in &launch.arrays {
+        let job = a
+            .job
+            .as_ref()
+            .map_or("not submitted".to_string(), |id| format!("job {id}"));
+        let after: Vec<&str> = a
+            .after
+            .iter()
+            .map(|&j| {
+                let l = &launch.arrays[j];
+                l.job.as_deref().unwrap_or(l.name.as_str())
+            })
+            .collect();
+        let after = match after.is_empty() {
+            true => String::new(),
+            false => format!(", after {}", after.join(", ")),
+        };
+        println!(
+            "  {}: {} cells, {} → {job}{after}",
+            a.name,
+            a.count,
+            a.script.display()
         );
     }
     match &launch.table_job {
@@ -101,8 +119,8 @@ pub fn submitted(s: &Submitted, exp: &Experiment) -> Result<()> {
         ),
         None if m.cells.is_empty() => println!("nothing to run: every cell is done"),
         None => println!(
-            "--emit-only: nothing submitted (sbatch each script, then {})",
-            launch.scripts.last().expect("table script").display()
+            "--emit-only: nothing submitted (sbatch the scripts in this order, one shown `after` others with --dependency=afterany:<their job ids>, then {})",
+            launch.table_script.display()
         ),
     }
     Ok(())
