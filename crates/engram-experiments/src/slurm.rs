@@ -13,7 +13,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::launch::{Manifest, ResourceClass};
+use crate::launch::Manifest;
 
 /// Margin on the estimated time for `--time auto`: twice the estimate plus 15 minutes.
 pub const TIME_FACTOR: f64 = 2.0;
@@ -230,15 +230,15 @@ pub fn plan_arrays(m: &Manifest, dir: &Path) -> Vec<ArrayJob> {
     leaders
 }
 
-/// The script of one array of class `class`.
+/// The script of the array `a` of `m`.
 pub fn array_script(
     m: &Manifest,
     manifest: &Path,
-    class: &ResourceClass,
     a: &ArrayJob,
     o: &SlurmOptions,
     logs: &Path,
 ) -> String {
+    let class = &m.classes[a.class];
     let name = m
         .experiment
         .file_stem()
@@ -269,8 +269,8 @@ pub fn array_script(
     if o.gpus_per_cell > 0 {
         opt(format!("--gres=gpu:{}", o.gpus_per_cell));
     }
-    for a in &o.sbatch_args {
-        opt(a.clone());
+    for arg in &o.sbatch_args {
+        opt(arg.clone());
     }
     s.push_str(&format!(
         "# engram: {} cells of class {} (estimated at most {:.0} s and {:.1} GB each){}\nset -e\n",
@@ -364,7 +364,7 @@ pub fn launch(m: &Manifest, o: &SlurmOptions) -> Result<Launch> {
     std::fs::create_dir_all(&logs).with_context(|| logs.display().to_string())?;
     let arrays = plan_arrays(m, &dir);
     for a in &arrays {
-        let script = array_script(m, &manifest, &m.classes[a.class], a, o, &logs);
+        let script = array_script(m, &manifest, a, o, &logs);
         engram_io::write_file(&a.script, script.as_bytes())?;
     }
     let table = dir.join("table.sbatch");
@@ -407,6 +407,7 @@ pub fn launch(m: &Manifest, o: &SlurmOptions) -> Result<Launch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launch::ResourceClass;
 
     #[test]
     fn auto_time_has_its_margin_and_slurms_format() {
@@ -489,16 +490,8 @@ mod tests {
             max_restarts: 3,
             engram: "/bin/engram".into(),
         };
-        let script = |a: &ArrayJob| {
-            array_script(
-                &m,
-                Path::new("/l/m.json"),
-                &m.classes[a.class],
-                a,
-                &o,
-                Path::new("/l/logs"),
-            )
-        };
+        let script =
+            |a: &ArrayJob| array_script(&m, Path::new("/l/m.json"), a, &o, Path::new("/l/logs"));
         let first = script(&arrays[0]);
         assert!(first.contains("#SBATCH --array=0-1%4\n"), "{first}");
         assert!(
