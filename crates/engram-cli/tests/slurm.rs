@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use engram_testkit::sweeps::{assert_warmed_up, tiny_experiment, write};
+use engram_testkit::sweeps::{tiny_experiment, write};
 
 fn engram() -> Command {
     Command::new(env!("CARGO_BIN_EXE_engram"))
@@ -148,7 +148,7 @@ fn on_a_gpu_backend_the_kernel_warm_up_runs_first_and_the_rest_load_its_kernels(
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let exp = engram_testkit::sweeps::tiny_wgpu_lora_experiment(dir.path());
+    let exp = tiny_wgpu_lora_experiment(dir.path());
     let cache = dir.path().join("kernels");
     let plain = ok(engram()
         .args(["sweep", "--executor", "slurm", "--emit-only"])
@@ -189,6 +189,57 @@ fn on_a_gpu_backend_the_kernel_warm_up_runs_first_and_the_rest_load_its_kernels(
     });
     let (lead, follow) = assert_warmed_up(&r);
     eprintln!("kernels compiled: leader {lead}, follower {follow}");
+}
+
+/// [`tiny_experiment`] as a GPU sweep: on wgpu (llvmpipe without a GPU), its LoRA cells alone
+/// (4 and 8 facts, rank 4) for 3 epochs — the kernel warm-up's smallest case, one leader
+/// (`n4-lora-r4`) and one follower (`n8-lora-r4`).
+#[cfg(feature = "wgpu")]
+fn tiny_wgpu_lora_experiment(root: &Path) -> std::path::PathBuf {
+    let exp = tiny_experiment(root);
+    let text = read(&exp)
+        .replace("judge = \"f1\"\n", "judge = \"f1\"\nbackend = \"wgpu\"\n")
+        .replace("long_context = true", "long_context = false")
+        .replace("rag = true", "rag = false");
+    std::fs::write(&exp, text).unwrap();
+    write(
+        root,
+        "configs/training/quick.toml",
+        "epochs = 3\nlr = 2e-3\nbatch_size = 4\nwarmup_epochs = 0.0\ndecay = false\n",
+    );
+    exp
+}
+
+/// The kernel warm-up's effect in the records of [`tiny_wgpu_lora_experiment`] swept into
+/// `results` on an empty kernel cache: the leader started first and compiled kernels, the
+/// follower started once the leader had ended and loaded most of its kernels from the cache.
+/// Returns (the leader's, the follower's) kernels compiled.
+#[cfg(feature = "wgpu")]
+fn assert_warmed_up(results: &Path) -> (u64, u64) {
+    let record = |id: &str| {
+        let p = results.join(format!("cells/{id}.json"));
+        json(&p).unwrap_or_else(|| panic!("{}: no readable record", p.display()))
+    };
+    let (lead, follow) = (record("n4-lora-r4"), record("n8-lora-r4"));
+    let n = |r: &serde_json::Value, key: &str| {
+        r["kernels"][key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no kernels.{key} in {r}"))
+    };
+    let started = |r: &serde_json::Value| {
+        r["finished_unix"].as_f64().unwrap() - r["timings"]["total_s"].as_f64().unwrap()
+    };
+    assert!(
+        started(&follow) >= lead["finished_unix"].as_f64().unwrap() - 1.0,
+        "the follower started before its leader ended: {lead}\n{follow}"
+    );
+    let (cl, cf) = (n(&lead, "kernels_compiled"), n(&follow, "kernels_compiled"));
+    assert!(cl > 0 && n(&lead, "autotune_decisions") > 0, "{lead}");
+    assert!(
+        cf * 4 < cl && n(&follow, "kernels_loaded") > cf,
+        "the follower compiled {cf} kernels, its leader {cl}: {follow}"
+    );
+    (cl, cf)
 }
 
 #[test]
