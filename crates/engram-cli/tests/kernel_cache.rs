@@ -134,6 +134,69 @@ fn kernels_are_compiled_once_by_processes_that_share_a_cache() {
     assert_eq!(out.stdout, warm.stdout);
 }
 
+/// `CUBECL_COMPILE_THREADS=2` (engram's patched cubecl-runtime and cubecl-wgpu): the candidates
+/// of each new autotune key are compiled ahead on two threads of their own before any is
+/// benchmarked. The run tunes the same keys as one that compiles every kernel on the device's
+/// thread (`0`), computes the same tokens, says how many kernels it compiled ahead, and leaves a
+/// cache on which the next process compiles nothing. A count that is not one is named before the
+/// device opens.
+#[test]
+fn autotune_candidates_compile_ahead_on_threads_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |threads: &str, cache: &str| {
+        generate(&dir.path().join(cache))
+            .env("CUBECL_COMPILE_THREADS", threads)
+            .output()
+            .unwrap()
+    };
+    let said = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    let serial = run("0", "serial");
+    let ahead = run("2", "ahead");
+    let ((cs, ts), (ca, ta)) = (counts(&serial), counts(&ahead));
+    assert!(cs > 0 && ts > 0, "{}", said(&serial));
+    assert_eq!(ta, ts, "the same keys tuned: {}", said(&ahead));
+    assert!(
+        !said(&serial).contains("compiled ahead"),
+        "{}",
+        said(&serial)
+    );
+    let line = said(&ahead)
+        .lines()
+        .find(|l| l.starts_with("GPU kernels: "))
+        .unwrap()
+        .to_owned();
+    let words: Vec<&str> = line.split([' ', ';', '(']).collect();
+    let at = words
+        .windows(2)
+        .position(|w| w == ["compiled", "ahead"])
+        .unwrap_or_else(|| panic!("nothing compiled ahead: {line}"));
+    let compiled_ahead: u64 = words[at - 1].parse().unwrap();
+    assert!(compiled_ahead > 0 && compiled_ahead <= ca, "{line}");
+    assert!(line.contains("compiled ahead on 2 threads"), "{line}");
+    assert_eq!(serial.stdout, ahead.stdout, "the same tokens");
+
+    let warm = run("2", "ahead");
+    let (cw, tw) = counts(&warm);
+    assert_eq!(tw, 0, "{}", said(&warm));
+    if cfg!(all(feature = "vulkan", target_os = "linux")) {
+        assert_eq!(
+            cw,
+            0,
+            "the kernels compiled ahead were stored: {}",
+            said(&warm)
+        );
+    }
+    assert_eq!(warm.stdout, ahead.stdout);
+
+    let bad = run("many", "bad");
+    assert!(!bad.status.success());
+    assert!(
+        said(&bad).contains("CUBECL_COMPILE_THREADS=many"),
+        "{}",
+        said(&bad)
+    );
+}
+
 /// `CUBECL_WGPU_COMPILER=wgsl` asks a `vulkan` build for WGSL on a Vulkan adapter, with no
 /// rebuild: WGSL is compiled again in every process, so a second process on the same cache
 /// compiles kernels where SPIR-V's compiles none (the test above), its autotune decisions are

@@ -40,6 +40,17 @@ pub struct CompilePhases {
     pub driver_s: f64,
     /// By kernel type, the most seconds first.
     pub by_kernel: Vec<KernelCompile>,
+    /// Of the kernels, those compiled ahead of their launch on the patched cubecl-wgpu's
+    /// threads (autotune's candidates, side by side: [`crate::compile_ahead`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ahead: u64,
+    /// How many of those threads compiled them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ahead_threads: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl CompilePhases {
@@ -78,6 +89,8 @@ impl CompilePhases {
             compile_s: less(self.compile_s, e.compile_s),
             driver_s: less(self.driver_s, e.driver_s),
             by_kernel,
+            ahead: self.ahead.saturating_sub(e.ahead),
+            ahead_threads: self.ahead_threads,
         })
     }
 }
@@ -96,6 +109,11 @@ impl std::fmt::Display for CompilePhases {
                 "; most in {} ({}, {:.1} s)",
                 top.kernel, top.compiled, top.seconds
             )?;
+        }
+        if self.ahead > 0 {
+            let threads = self.ahead_threads;
+            let s = if threads == 1 { "" } else { "s" };
+            write!(f, "; {} compiled ahead on {threads} thread{s}", self.ahead)?;
         }
         Ok(())
     }
@@ -117,7 +135,13 @@ struct Tally {
     kernels: u64,
     ns: [u128; 3],
     by_kernel: BTreeMap<String, (u64, u128)>,
+    ahead: u64,
+    ahead_threads: Vec<String>,
 }
+
+/// The name prefix of the patched cubecl-wgpu's compile threads (`vendor/cubecl-wgpu`,
+/// `src/compute/background.rs`).
+const AHEAD_THREAD: &str = "cubecl-compile-";
 
 fn tally() -> &'static Mutex<Tally> {
     static TALLY: OnceLock<Mutex<Tally>> = OnceLock::new();
@@ -144,6 +168,16 @@ pub(crate) fn record(line: &str) {
         .or_default();
     entry.0 += 1;
     entry.1 += ns.iter().sum::<u128>();
+    // The line is logged on the thread that compiled the kernel.
+    if let Some(thread) = std::thread::current()
+        .name()
+        .filter(|n| n.starts_with(AHEAD_THREAD))
+    {
+        t.ahead += 1;
+        if !t.ahead_threads.iter().any(|n| n == thread) {
+            t.ahead_threads.push(thread.to_owned());
+        }
+    }
 }
 
 /// This process's phases so far; `None` before the first kernel compiled (or where the
@@ -171,6 +205,8 @@ pub fn phases() -> Option<CompilePhases> {
         compile_s: s(t.ns[1]),
         driver_s: s(t.ns[2]),
         by_kernel,
+        ahead: t.ahead,
+        ahead_threads: t.ahead_threads.len() as u64,
     })
 }
 
@@ -242,6 +278,8 @@ mod tests {
             compile_s: c,
             driver_s: d,
             by_kernel: by,
+            ahead: 0,
+            ahead_threads: 0,
         };
         let before = at(
             3,
@@ -275,5 +313,44 @@ mod tests {
             after.to_string(),
             "CubeCL 1.5 s, LLVM 7.0 s, driver 2.5 s; most in Matmul (3, 7.0 s)"
         );
+        let ahead = |ahead, threads| CompilePhases {
+            ahead,
+            ahead_threads: threads,
+            ..after.clone()
+        };
+        let since = ahead(5, 2).since(Some(&ahead(1, 2))).unwrap();
+        assert_eq!((since.ahead, since.ahead_threads), (4, 2));
+        assert!(
+            ahead(5, 2)
+                .to_string()
+                .ends_with("; most in Matmul (3, 7.0 s); 5 compiled ahead on 2 threads"),
+            "{}",
+            ahead(5, 2)
+        );
+        assert!(
+            ahead(1, 1)
+                .to_string()
+                .ends_with("1 compiled ahead on 1 thread")
+        );
+        let json = serde_json::to_string(&after).unwrap();
+        assert!(!json.contains("ahead"), "left out when nothing was: {json}");
+    }
+
+    /// A line logged on one of the patched cubecl-wgpu's compile threads counts as compiled
+    /// ahead, with the thread; one logged elsewhere does not.
+    #[test]
+    fn lines_from_the_compile_threads_count_as_compiled_ahead() {
+        let before = phases().map_or(0, |p| p.ahead);
+        record("spirv 10 20 30 AheadProbe");
+        assert_eq!(phases().unwrap().ahead, before);
+        std::thread::Builder::new()
+            .name(format!("{AHEAD_THREAD}7"))
+            .spawn(|| record("spirv 10 20 30 AheadProbe"))
+            .unwrap()
+            .join()
+            .unwrap();
+        let p = phases().unwrap();
+        assert_eq!(p.ahead, before + 1);
+        assert!(p.ahead_threads >= 1);
     }
 }

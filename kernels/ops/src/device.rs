@@ -55,6 +55,15 @@ pub fn device_from_name(name: &str) -> Result<Device> {
                 reason: why,
             }
         })?;
+        crate::compile_ahead::threads_setting(
+            std::env::var(crate::compile_ahead::THREADS_VAR)
+                .ok()
+                .as_deref(),
+        )
+        .map_err(|why| DeviceError::Device {
+            backend: name.into(),
+            reason: why,
+        })?;
     }
     if matches!(resolved, "wgpu" | "vulkan" | "cuda") {
         // CubeCL's kernel cache and compile counting, set before its first device exists.
@@ -64,6 +73,8 @@ pub fn device_from_name(name: &str) -> Result<Device> {
         "auto" => device_from_name(available_backends()[0]),
         "cpu" | "flex" => Ok(Device::flex()),
         "wgpu" | "vulkan" => {
+            #[cfg(feature = "wgpu")]
+            crate::compile_ahead::turn_on();
             wgpu_device(index).ok_or_else(|| unknown("built without the `wgpu` feature"))
         }
         "cuda" => {

@@ -624,6 +624,8 @@ mod tests {
                 compiled: 209,
                 seconds: 61.0,
             }],
+            ahead: 0,
+            ahead_threads: 0,
         };
         assert_eq!(
             CompileSummary {

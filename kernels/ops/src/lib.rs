@@ -22,6 +22,7 @@ mod seam;
 
 pub mod attention;
 mod cast;
+pub mod compile_ahead;
 pub mod compile_phases;
 mod cpu;
 pub mod cpu_matmul;

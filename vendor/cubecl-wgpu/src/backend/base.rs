@@ -146,6 +146,59 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         res
     }
 
+    /// Builds a shader module on this server's device ([`PipelineMaker::create_module`]).
+    pub fn create_module(
+        &self,
+        entrypoint_name: &str,
+        cube_dim: CubeDim,
+        source: ModuleSource<'_>,
+        mode: ExecutionMode,
+    ) -> Result<ShaderModule, CompilationError> {
+        self.maker()
+            .create_module(entrypoint_name, cube_dim, source, mode)
+    }
+
+    /// Builds a compute pipeline on this server's device ([`PipelineMaker::create_pipeline`]),
+    /// its layout read off `repr` and `bindings`.
+    #[allow(unused_variables)]
+    pub fn create_pipeline(
+        &self,
+        entrypoint_name: &str,
+        repr: Option<AutoRepresentationRef<'_>>,
+        module: ShaderModule,
+        bindings: &KernelArguments,
+    ) -> Result<Arc<ComputePipeline>, CompilationError> {
+        let bindings_info = match repr {
+            Some(AutoRepresentationRef::Wgsl(repr)) => Some(wgsl::bindings(repr, bindings)),
+            #[cfg(all(feature = "msl", target_os = "macos"))]
+            Some(AutoRepresentationRef::Msl(repr)) => Some(metal::bindings(repr, bindings)),
+            #[cfg(feature = "spirv")]
+            Some(AutoRepresentationRef::SpirV(repr)) => Some(vulkan::bindings(repr, bindings)),
+            _ => None,
+        };
+        self.maker()
+            .create_pipeline(entrypoint_name, bindings_info, module)
+    }
+
+    /// What builds device objects on this server's device: a handle that can also be moved to
+    /// another thread (engram patch: the background compiles of `crate::compute::background`).
+    pub(crate) fn maker(&self) -> PipelineMaker {
+        PipelineMaker {
+            device: self.device.clone(),
+        }
+    }
+}
+
+/// Builds shader modules and compute pipelines on one device (engram patch: upstream has these
+/// as methods of [`WgpuServer`]; they need only its device, and a handle of their own lets a
+/// background thread build them). wgpu's error scopes are per thread, so the scopes
+/// [`validated`](Self::validated) opens on one thread see only that thread's errors.
+#[derive(Clone)]
+pub struct PipelineMaker {
+    pub(crate) device: Device,
+}
+
+impl PipelineMaker {
     pub fn create_module(
         &self,
         entrypoint_name: &str,
@@ -253,23 +306,12 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         }
     }
 
-    #[allow(unused_variables)]
     pub fn create_pipeline(
         &self,
         entrypoint_name: &str,
-        repr: Option<AutoRepresentationRef<'_>>,
+        bindings_info: Option<(Vec<Visibility>, usize)>,
         module: ShaderModule,
-        bindings: &KernelArguments,
     ) -> Result<Arc<ComputePipeline>, CompilationError> {
-        let bindings_info = match repr {
-            Some(AutoRepresentationRef::Wgsl(repr)) => Some(wgsl::bindings(repr, bindings)),
-            #[cfg(all(feature = "msl", target_os = "macos"))]
-            Some(AutoRepresentationRef::Msl(repr)) => Some(metal::bindings(repr, bindings)),
-            #[cfg(feature = "spirv")]
-            Some(AutoRepresentationRef::SpirV(repr)) => Some(vulkan::bindings(repr, bindings)),
-            _ => None,
-        };
-
         let create = || {
             let layout = bindings_info.map(|(bindings, immediate_size)| {
                 if !bindings.is_empty() {
@@ -343,7 +385,7 @@ impl<C: WgpuCompiler> WgpuServer<C> {
     /// The scopes make the refusal the launch's error, which the outputs then carry. Blocks until
     /// the device has validated the creation; on wasm, which cannot block, the creation is
     /// unchecked.
-    fn validated<T>(&self, create: impl FnOnce() -> T) -> Result<T, wgpu::Error> {
+    pub(crate) fn validated<T>(&self, create: impl FnOnce() -> T) -> Result<T, wgpu::Error> {
         #[cfg(target_family = "wasm")]
         return Ok(create());
 

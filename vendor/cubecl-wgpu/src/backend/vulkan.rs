@@ -43,6 +43,12 @@ mod features;
 pub type VkSpirvCompiler = SpirvCompiler;
 
 pub fn bindings(repr: &SpirvKernel, _bindings: &KernelArguments) -> (Vec<Visibility>, usize) {
+    spirv_bindings(repr)
+}
+
+/// A SPIR-V kernel's bindings, which its launch's arguments do not change (engram patch: what a
+/// background compile, which has no arguments, builds the pipeline's layout from).
+pub fn spirv_bindings(repr: &SpirvKernel) -> (Vec<Visibility>, usize) {
     match repr.immediate_size {
         Some(immediate_size) => (vec![], immediate_size),
         None => (vec![Visibility::Uniform], 0),
@@ -851,9 +857,22 @@ pub(crate) fn compile<C>(
 where
     C: WgpuCompiler<CompilationOptions = WgpuCompilationOptions>,
 {
+    compile_with(dyn_comp, &server.compilation_options, kernel, definition)
+}
+
+/// [`compile`] with the server's compilation options alone (engram patch: what a background
+/// compile calls, away from the server).
+pub(crate) fn compile_with<C>(
+    dyn_comp: &mut C,
+    options: &WgpuCompilationOptions,
+    kernel: Box<dyn CubeKernel>,
+    definition: KernelDefinition,
+) -> Result<CompiledKernel<C>, CompilationError>
+where
+    C: WgpuCompiler<CompilationOptions = WgpuCompilationOptions>,
+{
     log::debug!("Compiling {}", kernel.name());
-    let compiled =
-        CompiledKernel::compile(&*kernel, definition, dyn_comp, &server.compilation_options)?;
+    let compiled = CompiledKernel::compile(&*kernel, definition, dyn_comp, options)?;
     // SPIR-V reaches the device as an assembled module, never as text, so a
     // precompiled kernel has nothing this path can load.
     if compiled.repr.is_none() {

@@ -229,6 +229,34 @@ impl WgpuCompiler for AutoCompiler {
         }
     }
 
+    fn compiles_detached(&self) -> bool {
+        #[cfg(feature = "spirv")]
+        if matches!(self, AutoCompiler::SpirV(_)) {
+            return true;
+        }
+        false
+    }
+
+    fn compile_detached(
+        &mut self,
+        options: &WgpuCompilationOptions,
+        kernel: Box<dyn CubeKernel>,
+        definition: KernelDefinition,
+    ) -> Result<CompiledKernel<Self>, CompilationError> {
+        #[cfg(feature = "spirv")]
+        if matches!(self, AutoCompiler::SpirV(_)) {
+            return crate::vulkan::compile_with(self, options, kernel, definition);
+        }
+        let _ = (options, definition);
+        Err(CompilationError::Generic {
+            reason: format!(
+                "the compiler of kernel `{}` needs its server to compile",
+                kernel.name()
+            ),
+            backtrace: BackTrace::capture(),
+        })
+    }
+
     fn validate_ir(
         &self,
         repr: &Option<Self::Representation>,
@@ -369,6 +397,19 @@ impl WgpuCompiler for cubecl_spirv::SpirvCompiler {
         crate::vulkan::compile(self, server, kernel, definition)
     }
 
+    fn compiles_detached(&self) -> bool {
+        true
+    }
+
+    fn compile_detached(
+        &mut self,
+        options: &WgpuCompilationOptions,
+        kernel: Box<dyn CubeKernel>,
+        definition: KernelDefinition,
+    ) -> Result<CompiledKernel<Self>, CompilationError> {
+        crate::vulkan::compile_with(self, options, kernel, definition)
+    }
+
     fn validate_ir(
         &self,
         repr: &Option<Self::Representation>,
@@ -484,6 +525,32 @@ pub trait WgpuCompiler: Compiler {
         kernel: Box<dyn CubeKernel>,
         definition: KernelDefinition,
     ) -> Result<CompiledKernel<Self>, CompilationError>;
+
+    /// engram patch: whether [`compile_detached`](Self::compile_detached) can compile this
+    /// compiler's kernels without the server, so that they can be compiled on another thread
+    /// (`crate::compute::background`). The SPIR-V compiler can; the others keep compiling on
+    /// the server's thread.
+    fn compiles_detached(&self) -> bool {
+        false
+    }
+
+    /// engram patch: [`compile_kernel`](Self::compile_kernel) with the server's compilation
+    /// options alone. Called only where [`compiles_detached`](Self::compiles_detached) is true.
+    fn compile_detached(
+        &mut self,
+        options: &WgpuCompilationOptions,
+        kernel: Box<dyn CubeKernel>,
+        definition: KernelDefinition,
+    ) -> Result<CompiledKernel<Self>, CompilationError> {
+        let _ = (options, definition);
+        Err(CompilationError::Generic {
+            reason: format!(
+                "the compiler of kernel `{}` needs its server to compile",
+                kernel.name()
+            ),
+            backtrace: BackTrace::capture(),
+        })
+    }
 
     /// Normalize the backend-specific representation into the [`AutoRepresentation`] shared
     /// by every wgpu compiler, and report the [`CompilerInfo`] derived from it.

@@ -2,6 +2,7 @@ pub(crate) mod controller;
 pub(crate) mod copies;
 pub(crate) mod device_poison;
 
+pub mod background;
 mod graph;
 mod storage;
 

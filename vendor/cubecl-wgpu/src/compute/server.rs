@@ -103,7 +103,19 @@ pub struct WgpuServer<C: WgpuCompiler> {
     /// the client. `end_capture` inserts, `replay` looks up, `graph_destroy`
     /// removes (dropping the [`WgpuGraph`] unpins the buffers it retained).
     graphs: HashMap<GraphId, WgpuGraph>,
+    /// engram patch: the kernels being compiled in the background ([`super::background`]), each
+    /// with where its compile's result arrives.
+    background: HashMap<KernelId, std::sync::mpsc::Receiver<Result<Detached, LaunchError>>>,
     _compiler: PhantomData<C>,
+}
+
+/// engram patch: a kernel compiled in the background, to be finished on the server's thread:
+/// its pipeline entered in the server's cache, its SPIR-V stored, its compile recorded.
+pub(crate) struct Detached {
+    entry: PipelineEntry,
+    repr: Option<crate::AutoRepresentation>,
+    entrypoint_name: String,
+    recording: CompilationRecording,
 }
 
 impl<C: WgpuCompiler> ServerCommunication for WgpuServer<C> {}
@@ -194,6 +206,7 @@ impl<C: WgpuCompiler> WgpuServer<C> {
             utilities: Arc::new(utilities),
             shared_bindings_pool: LeasePool::with_capacity(tasks_max * max_streams as usize),
             graphs: HashMap::new(),
+            background: HashMap::new(),
             _compiler: PhantomData,
         }
     }
@@ -241,6 +254,16 @@ impl<C: WgpuCompiler> WgpuServer<C> {
 
         if let Some(pipeline) = self.pipelines.get(&kernel_id) {
             return Ok(pipeline.clone());
+        }
+
+        // engram patch: a kernel compiled in the background is waited for, then finished here.
+        if let Some(done) = self.background.remove(&kernel_id) {
+            match done.recv() {
+                Ok(Ok(detached)) => return Ok(self.finish_background(kernel_id, detached)),
+                Ok(Err(err)) => return Err(err),
+                // The job was lost (it panicked): compiled here instead, as upstream does.
+                Err(_) => {}
+            }
         }
 
         let mut recording = CompilationRecording::new(&kernel_id);
@@ -345,6 +368,184 @@ impl<C: WgpuCompiler> WgpuServer<C> {
 
         Ok((pipeline, compiler_info, io))
     }
+}
+
+/// engram patch: compiling kernels in the background ([`super::background`]).
+impl<C: WgpuCompiler> WgpuServer<C> {
+    /// Hands a [`LaunchMode::Prepare`] launch's kernel to the background compiler and returns
+    /// `None`: the launch is done. Hands the kernel back for the usual path where the launch is
+    /// not one, where there is no pool or the compiler needs the server (WGSL, MSL); returns
+    /// `None` at once where the kernel is already built, being built, or in the SPIR-V store
+    /// (loaded here, as the usual path would).
+    fn prepare_in_background(
+        &mut self,
+        kernel: Box<dyn CubeKernel>,
+        args: &KernelArguments,
+        launch_mode: LaunchMode,
+    ) -> Option<Box<dyn CubeKernel>> {
+        self.drain_background();
+        if !launch_mode.is_prepare() || !super::background::enabled() {
+            return Some(kernel);
+        }
+        let compiler = C::init(self.backend, &self.compilation_options);
+        if !compiler.compiles_detached() {
+            return Some(kernel);
+        }
+        let kernel_id = kernel.id();
+        if self.background.contains_key(&kernel_id) || self.pipelines.contains(&kernel_id) {
+            return None;
+        }
+        match self.load_cached_pipeline(&kernel_id, args, kernel_id.mode) {
+            Ok(Some(Ok(pipeline))) => {
+                self.pipelines.insert(kernel_id.clone(), pipeline);
+                CompilationRecording::new(&kernel_id).loaded();
+                return None;
+            }
+            Ok(_) => {}
+            // The usual path meets the same failure and reports it.
+            Err(_) => return Some(kernel),
+        }
+
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let options = self.compilation_options.clone();
+        let maker = self.maker();
+        let utilities = self.utilities.clone();
+        let logger = self.scheduler.logger.clone();
+        let job = Box::new(move || {
+            let done = compile_detached(compiler, &options, kernel, &maker, &utilities, &logger);
+            let _ = sender.send(done);
+        });
+        match super::background::spawn(job) {
+            Ok(()) => {
+                self.background.insert(kernel_id, receiver);
+            }
+            // No pool after all: the kernel went with the job, and its first launch compiles it.
+            Err(_) => {}
+        }
+        None
+    }
+
+    /// Finishes the background compiles that are done, so that what they built is kept even
+    /// where no launch comes to wait for it.
+    fn drain_background(&mut self) {
+        if self.background.is_empty() {
+            return;
+        }
+        let done: Vec<KernelId> = self.background.keys().cloned().collect();
+        for kernel_id in done {
+            let result = match self.background.get(&kernel_id).map(|r| r.try_recv()) {
+                Some(Ok(result)) => result,
+                Some(Err(std::sync::mpsc::TryRecvError::Empty)) | None => continue,
+                Some(Err(std::sync::mpsc::TryRecvError::Disconnected)) => {
+                    self.background.remove(&kernel_id);
+                    continue;
+                }
+            };
+            self.background.remove(&kernel_id);
+            // A failed compile is left to the launch that needs the kernel, which compiles it
+            // again and reports the error.
+            if let Ok(detached) = result {
+                self.finish_background(kernel_id, detached);
+            }
+        }
+    }
+
+    /// Enters a kernel compiled in the background in the server's cache, stores its SPIR-V as
+    /// the usual path does, and closes its compile's record.
+    #[allow(unused_variables, unused_mut)]
+    fn finish_background(&mut self, kernel_id: KernelId, detached: Detached) -> PipelineEntry {
+        let Detached {
+            entry,
+            repr,
+            entrypoint_name,
+            recording,
+        } = detached;
+        self.pipelines.insert(kernel_id.clone(), entry.clone());
+        let mut stored = false;
+        #[cfg(feature = "spirv")]
+        if let (Some(cache), Some(crate::AutoRepresentation::SpirV(kernel))) =
+            (self.spirv_cache.as_mut(), repr)
+        {
+            let key = (
+                self.utilities.properties_hash,
+                KernelCacheKey::new(&kernel_id, self.build_id),
+            );
+            stored = store_compiled(
+                cache,
+                key,
+                cubecl_spirv::SpirvCacheEntry::new(entrypoint_name, kernel),
+            );
+        }
+        recording.compiled(stored);
+        entry
+    }
+}
+
+/// engram patch: what `WgpuServer::pipeline` does for a kernel it has not met, away from the
+/// server: validate, expand, compile, build the pipeline. Each phase is timed and logged as on
+/// the server's thread (`crate::compile_phases`).
+fn compile_detached<C: WgpuCompiler>(
+    mut compiler: C,
+    options: &WgpuCompilationOptions,
+    kernel: Box<dyn CubeKernel>,
+    maker: &crate::backend::PipelineMaker,
+    utilities: &ServerUtilities,
+    logger: &ServerLogger,
+) -> Result<Detached, LaunchError> {
+    let kernel_id = kernel.id();
+    let mode = kernel_id.mode;
+    validate_cube_dim(&utilities.properties, &kernel_id)?;
+    validate_units(&utilities.properties, &kernel_id)?;
+
+    let mut recording = CompilationRecording::new(&kernel_id);
+    let expand_start = std::time::Instant::now();
+    let definition = cubecl_core::define_kernel(&*kernel)?;
+    recording.defined(&definition);
+    let expand = expand_start.elapsed();
+
+    let compile_start = std::time::Instant::now();
+    let mut compiled = compiler.compile_detached(options, kernel, definition)?;
+    if logger.compilation_source_activated() {
+        compiled.debug_info = Some(DebugInformation::new(
+            compiler.lang_tag(),
+            kernel_id.clone(),
+        ));
+    }
+    logger.log_compilation(&compiled);
+    compiler.validate_ir(&compiled.repr, &utilities.properties)?;
+    let io = compiled.io.take().map(Arc::from);
+    let (compiler_info, auto_repr) = compiler.normalize_repr(compiled.repr);
+    let repr = auto_repr.as_ref().map(|r| r.as_ref());
+    let compile = compile_start.elapsed();
+
+    let driver_start = std::time::Instant::now();
+    let bindings_info = match repr {
+        #[cfg(feature = "spirv")]
+        Some(crate::AutoRepresentationRef::SpirV(spirv)) => {
+            Some(crate::vulkan::spirv_bindings(spirv))
+        }
+        _ => None,
+    };
+    let module = maker.create_module(
+        &compiled.entrypoint_name,
+        kernel_id.cube_dim.into(),
+        ModuleSource::resolve(repr, compiler.lang_tag(), &compiled.source)?,
+        mode,
+    )?;
+    let pipeline = maker.create_pipeline(&compiled.entrypoint_name, bindings_info, module)?;
+    crate::compile_phases::log(
+        kernel_id.type_name(),
+        compiler.lang_tag(),
+        [expand, compile, driver_start.elapsed()],
+    );
+    recording.source(&compiled.source);
+
+    Ok(Detached {
+        entry: (pipeline, compiler_info, io),
+        repr: auto_repr,
+        entrypoint_name: compiled.entrypoint_name,
+        recording,
+    })
 }
 
 impl<C: WgpuCompiler> Server for WgpuServer<C> {
@@ -557,6 +758,10 @@ impl<C: WgpuCompiler> Server for WgpuServer<C> {
         // failure in it leaves nothing stale, and tainting its buffers would
         // fail unrelated reads of memory the run deliberately left alone.
         let kernel_id = kernel.id();
+        // engram patch: a compile-ahead launch hands its kernel to the background compiler.
+        let Some(kernel) = self.prepare_in_background(kernel, &args, launch_mode) else {
+            return;
+        };
         let (pipeline, compiler_info, io) = match self.pipeline(kernel, &args) {
             Ok(val) => val,
             Err(err) => {

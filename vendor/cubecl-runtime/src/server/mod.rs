@@ -1,0 +1,7 @@
+mod base;
+mod capture;
+mod handle;
+
+pub use base::*;
+pub use capture::*;
+pub use handle::*;

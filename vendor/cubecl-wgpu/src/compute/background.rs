@@ -1,0 +1,99 @@
+//! engram patch: kernels compiled on threads of their own, ahead of their launch.
+//!
+//! Upstream compiles a kernel on the server's thread, inside the launch that first needs it, so
+//! the candidates autotune benchmarks for a key are compiled one after another, each while the
+//! device waits. engram's patched cubecl-runtime runs each candidate of a key once as a
+//! [`LaunchMode::Prepare`](cubecl_server::dry_run::LaunchMode::Prepare) launch before any is
+//! benchmarked; the server hands each such kernel to this pool and returns at once, so that the
+//! candidates compile side by side — CubeCL's expansion, the SPIR-V compiler and the driver's
+//! pipeline build, all three. The launch that next needs one of them waits for its compile
+//! ([`super::server`]'s `pipeline`).
+//!
+//! The pool has `CUBECL_COMPILE_THREADS` threads (read once per process; default: one less than
+//! the host's parallelism, at most 16, which leaves a core to the server's thread; `0` turns it
+//! off, and every kernel is compiled on the server's thread again, as upstream does). It is
+//! shared by every server of the process and started on first use. With one thread there is
+//! nothing to overlap — the server waits for the first candidate while the thread compiles them
+//! in turn — so a caller turns compiling ahead on only from two ([`threads`]).
+
+use std::sync::{Mutex, OnceLock, mpsc};
+
+/// The variable that sets the pool's size; `0` turns compiling in the background off.
+pub const THREADS_VAR: &str = "CUBECL_COMPILE_THREADS";
+
+/// The most threads the pool starts by default.
+const MAX_DEFAULT_THREADS: usize = 16;
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// The pool's queue, or `None` when it is off.
+static POOL: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
+
+/// How many threads compile in the background: `CUBECL_COMPILE_THREADS`, else one less than
+/// the host's parallelism (at least 1, at most 16). A value that is not a number is ignored.
+pub fn threads() -> usize {
+    let parsed = std::env::var(THREADS_VAR)
+        .ok()
+        .and_then(|value| value.trim().parse::<usize>().ok());
+    parsed.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get().saturating_sub(1).clamp(1, MAX_DEFAULT_THREADS))
+            .unwrap_or(1)
+    })
+}
+
+/// Whether kernels can be compiled in the background in this process.
+pub fn enabled() -> bool {
+    pool().is_some()
+}
+
+fn pool() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
+    POOL.get_or_init(|| {
+        let count = threads();
+        if count == 0 {
+            return None;
+        }
+        let (sender, receiver) = mpsc::channel::<Job>();
+        let receiver = std::sync::Arc::new(Mutex::new(receiver));
+        let mut started = 0;
+        for index in 0..count {
+            let receiver = receiver.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("cubecl-compile-{index}"))
+                .spawn(move || {
+                    loop {
+                        // The lock is held only while waiting for the next job.
+                        let job = match receiver.lock() {
+                            Ok(queue) => queue.recv(),
+                            Err(_) => return,
+                        };
+                        match job {
+                            // A job that panics loses its result (its launch then compiles on the
+                            // server's thread, and meets the panic there), not the thread.
+                            Ok(job) => {
+                                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                            }
+                            Err(_) => return,
+                        }
+                    }
+                });
+            if spawned.is_ok() {
+                started += 1;
+            }
+        }
+        (started > 0).then(|| Mutex::new(sender))
+    })
+    .as_ref()
+}
+
+/// Queues `job` on the pool; hands it back when there is no pool.
+pub(crate) fn spawn(job: Job) -> Result<(), Job> {
+    let Some(pool) = pool() else {
+        return Err(job);
+    };
+    let sender = match pool.lock() {
+        Ok(sender) => sender,
+        Err(_) => return Err(job),
+    };
+    sender.send(job).map_err(|mpsc::SendError(job)| job)
+}
