@@ -318,7 +318,12 @@ mod tests {
             ahead_threads: threads,
             ..after.clone()
         };
-        let since = ahead(5, 2).since(Some(&ahead(1, 2))).unwrap();
+        let earlier = CompilePhases {
+            ahead: 1,
+            ahead_threads: 2,
+            ..before.clone()
+        };
+        let since = ahead(5, 2).since(Some(&earlier)).unwrap();
         assert_eq!((since.ahead, since.ahead_threads), (4, 2));
         assert!(
             ahead(5, 2)
