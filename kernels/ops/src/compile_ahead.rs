@@ -11,16 +11,16 @@
 //! On for wgpu devices on Vulkan adapters (SPIR-V). CUDA, and wgpu running WGSL, compile on the
 //! device's thread as before.
 
-/// The variable that sets how many threads compile a wgpu device's kernels ahead: a count, or
-/// `0` to compile every kernel on the device's thread as upstream CubeCL does. Unset: one less
-/// than the host's parallelism, at most 16. Read by engram's cubecl-wgpu, once per process.
-/// Compiling ahead is on from 2 threads: with one, the device's thread would wait for it to
-/// compile the candidates in turn, which is no faster and compiles candidates autotune might
-/// have skipped (so a 2-core host, whose default is 1, compiles as before unless asked).
-pub const THREADS_VAR: &str = "CUBECL_COMPILE_THREADS";
+/// The variable that sets how many threads compile a wgpu device's kernels ahead (engram's
+/// cubecl-wgpu reads it, once per process): a count, or `0` to compile every kernel on the
+/// device's thread as upstream CubeCL does. Unset: one less than the host's parallelism, at most
+/// 16. Compiling ahead is on from 2 threads ([`MIN_THREADS`]).
+#[cfg(feature = "wgpu")]
+pub use cubecl_wgpu::background::THREADS_VAR;
 
 /// What a value of [`THREADS_VAR`] asks for: `None` (the default count) when unset or empty,
 /// else the count; anything that is not a whole number is named.
+#[cfg(feature = "wgpu")]
 pub fn threads_setting(value: Option<&str>) -> Result<Option<usize>, String> {
     match value.map(str::trim) {
         None | Some("") => Ok(None),
@@ -32,7 +32,9 @@ pub fn threads_setting(value: Option<&str>) -> Result<Option<usize>, String> {
     }
 }
 
-/// The least [`threads`] that compile ahead.
+/// The least [`threads`] that compile ahead. With one, the device's thread would wait for it to
+/// compile the candidates in turn, which is no faster and compiles candidates autotune might
+/// have skipped (so a 2-core host, whose default is 1, compiles as before unless asked).
 pub const MIN_THREADS: usize = 2;
 
 /// How many threads compile a wgpu device's kernels ahead ([`THREADS_VAR`], else its default).
@@ -50,7 +52,7 @@ pub fn turn_on() {
     cubecl_runtime::dry_run::set_compile_ahead(on);
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "wgpu"))]
 mod tests {
     use super::*;
 

@@ -140,8 +140,11 @@ struct Tally {
 }
 
 /// The name prefix of the patched cubecl-wgpu's compile threads (`vendor/cubecl-wgpu`,
-/// `src/compute/background.rs`).
-const AHEAD_THREAD: &str = "cubecl-compile-";
+/// `src/compute/background.rs`); a build without wgpu has none.
+#[cfg(feature = "wgpu")]
+const AHEAD_THREAD: Option<&str> = Some(cubecl_wgpu::background::THREAD_PREFIX);
+#[cfg(not(feature = "wgpu"))]
+const AHEAD_THREAD: Option<&str> = None;
 
 fn tally() -> &'static Mutex<Tally> {
     static TALLY: OnceLock<Mutex<Tally>> = OnceLock::new();
@@ -171,7 +174,7 @@ pub(crate) fn record(line: &str) {
     // The line is logged on the thread that compiled the kernel.
     if let Some(thread) = std::thread::current()
         .name()
-        .filter(|n| n.starts_with(AHEAD_THREAD))
+        .filter(|n| AHEAD_THREAD.is_some_and(|prefix| n.starts_with(prefix)))
     {
         t.ahead += 1;
         if !t.ahead_threads.iter().any(|n| n == thread) {
@@ -343,13 +346,14 @@ mod tests {
 
     /// A line logged on one of the patched cubecl-wgpu's compile threads counts as compiled
     /// ahead, with the thread; one logged elsewhere does not.
+    #[cfg(feature = "wgpu")]
     #[test]
     fn lines_from_the_compile_threads_count_as_compiled_ahead() {
         let before = phases().map_or(0, |p| p.ahead);
         record("spirv 10 20 30 AheadProbe");
         assert_eq!(phases().unwrap().ahead, before);
         std::thread::Builder::new()
-            .name(format!("{AHEAD_THREAD}7"))
+            .name(format!("{}7", cubecl_wgpu::background::THREAD_PREFIX))
             .spawn(|| record("spirv 10 20 30 AheadProbe"))
             .unwrap()
             .join()

@@ -49,21 +49,13 @@ pub fn device_from_name(name: &str) -> Result<Device> {
     };
     if matches!(resolved, "wgpu" | "vulkan") {
         // Before the kernel cache, whose database the compiler names.
-        wgpu_compiler_setting(std::env::var(WGPU_COMPILER_VAR).ok().as_deref()).map_err(|why| {
-            DeviceError::Device {
-                backend: name.into(),
-                reason: why,
-            }
-        })?;
-        crate::compile_ahead::threads_setting(
-            std::env::var(crate::compile_ahead::THREADS_VAR)
-                .ok()
-                .as_deref(),
-        )
-        .map_err(|why| DeviceError::Device {
-            backend: name.into(),
-            reason: why,
-        })?;
+        env_setting(name, WGPU_COMPILER_VAR, wgpu_compiler_setting)?;
+        #[cfg(feature = "wgpu")]
+        env_setting(
+            name,
+            crate::compile_ahead::THREADS_VAR,
+            crate::compile_ahead::threads_setting,
+        )?;
     }
     if matches!(resolved, "wgpu" | "vulkan" | "cuda") {
         // CubeCL's kernel cache and compile counting, set before its first device exists.
@@ -79,18 +71,26 @@ pub fn device_from_name(name: &str) -> Result<Device> {
         }
         "cuda" => {
             // Before the device opens: its properties say whether it has TF32.
-            let allowed = tf32_setting(std::env::var(TF32_VAR).ok().as_deref()).map_err(|why| {
-                DeviceError::Device {
-                    backend: name.into(),
-                    reason: why,
-                }
-            })?;
+            let allowed = env_setting(name, TF32_VAR, tf32_setting)?;
             set_tf32_allowed(allowed);
             cuda_device(index.unwrap_or(0))
                 .ok_or_else(|| unknown("built without the `cuda` feature"))
         }
         _ => Err(unknown("not a backend name")),
     }
+}
+
+/// What the environment variable `var` asks of backend `name`, as `read` reads its value (`None`
+/// when unset); a value `read` refuses is an error of that backend, with `read`'s reason.
+fn env_setting<T>(
+    name: &str,
+    var: &str,
+    read: impl FnOnce(Option<&str>) -> std::result::Result<T, String>,
+) -> Result<T> {
+    read(std::env::var(var).ok().as_deref()).map_err(|reason| DeviceError::Device {
+        backend: name.into(),
+        reason,
+    })
 }
 
 /// [`device_from_name`], then opened with one tiny operation, so that a backend that cannot

@@ -160,7 +160,6 @@ impl<C: WgpuCompiler> WgpuServer<C> {
 
     /// Builds a compute pipeline on this server's device ([`PipelineMaker::create_pipeline`]),
     /// its layout read off `repr` and `bindings`.
-    #[allow(unused_variables)]
     pub fn create_pipeline(
         &self,
         entrypoint_name: &str,
@@ -168,16 +167,8 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         module: ShaderModule,
         bindings: &KernelArguments,
     ) -> Result<Arc<ComputePipeline>, CompilationError> {
-        let bindings_info = match repr {
-            Some(AutoRepresentationRef::Wgsl(repr)) => Some(wgsl::bindings(repr, bindings)),
-            #[cfg(all(feature = "msl", target_os = "macos"))]
-            Some(AutoRepresentationRef::Msl(repr)) => Some(metal::bindings(repr, bindings)),
-            #[cfg(feature = "spirv")]
-            Some(AutoRepresentationRef::SpirV(repr)) => Some(vulkan::bindings(repr, bindings)),
-            _ => None,
-        };
         self.maker()
-            .create_pipeline(entrypoint_name, bindings_info, module)
+            .create_pipeline(entrypoint_name, bindings_info(repr, bindings), module)
     }
 
     /// What builds device objects on this server's device: a handle that can also be moved to
@@ -186,6 +177,24 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         PipelineMaker {
             device: self.device.clone(),
         }
+    }
+}
+
+/// The layout of a compiled kernel's bindings, read off its representation and its launch's
+/// `bindings` (engram patch: upstream has this inline in [`WgpuServer::create_pipeline`];
+/// `WgpuServer::pipeline` hands it to the compile path it shares with background compiles).
+#[allow(unused_variables)]
+pub fn bindings_info(
+    repr: Option<AutoRepresentationRef<'_>>,
+    bindings: &KernelArguments,
+) -> Option<(Vec<Visibility>, usize)> {
+    match repr {
+        Some(AutoRepresentationRef::Wgsl(repr)) => Some(wgsl::bindings(repr, bindings)),
+        #[cfg(all(feature = "msl", target_os = "macos"))]
+        Some(AutoRepresentationRef::Msl(repr)) => Some(metal::bindings(repr, bindings)),
+        #[cfg(feature = "spirv")]
+        Some(AutoRepresentationRef::SpirV(repr)) => Some(vulkan::bindings(repr, bindings)),
+        _ => None,
     }
 }
 

@@ -21,6 +21,10 @@ use std::sync::{Mutex, OnceLock, mpsc};
 /// The variable that sets the pool's size; `0` turns compiling in the background off.
 pub const THREADS_VAR: &str = "CUBECL_COMPILE_THREADS";
 
+/// The name of each of the pool's threads, before its index (`cubecl-compile-0`, …): a logger
+/// can tell the lines logged on them, a compile ahead, from the server's.
+pub const THREAD_PREFIX: &str = "cubecl-compile-";
+
 /// The most threads the pool starts by default.
 const MAX_DEFAULT_THREADS: usize = 16;
 
@@ -59,7 +63,7 @@ fn pool() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
         for index in 0..count {
             let receiver = receiver.clone();
             let spawned = std::thread::Builder::new()
-                .name(format!("cubecl-compile-{index}"))
+                .name(format!("{THREAD_PREFIX}{index}"))
                 .spawn(move || {
                     loop {
                         // The lock is held only while waiting for the next job.

@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use super::graph::WgpuGraph;
 use super::storage::{WgpuResource, WgpuStorage};
 use crate::WgpuCompiler;
-use crate::backend::ModuleSource;
+use crate::backend::{ModuleSource, PipelineMaker};
 use crate::schedule::{BindingsResource, ScheduleTask, ScheduledWgpuBackend};
 use alloc::sync::Arc;
 use cubecl_common::pool::LeasePool;
@@ -32,9 +32,10 @@ use cubecl_environment::future::DynFut;
 use cubecl_environment::persistence::Store;
 use cubecl_environment::stream::StreamId;
 use cubecl_ir::MemoryDeviceProperties;
-use cubecl_server::compiler::CompilationRecording;
+use cubecl_server::compiler::{CompilationError, CompilationRecording};
 #[cfg(feature = "spirv")]
 use cubecl_server::compiler::{KernelCacheKey, compilation_store, store_compiled};
+use cubecl_server::kernel::CompiledKernel;
 use cubecl_server::memory_management::{
     ManagedMemoryHandle, SharedMemoryBindings, StreamMemoryReport,
     relocation::{RelocatingStreams, RelocationReason},
@@ -105,13 +106,14 @@ pub struct WgpuServer<C: WgpuCompiler> {
     graphs: HashMap<GraphId, WgpuGraph>,
     /// engram patch: the kernels being compiled in the background ([`super::background`]), each
     /// with where its compile's result arrives.
-    background: HashMap<KernelId, std::sync::mpsc::Receiver<Result<Detached, LaunchError>>>,
+    background: HashMap<KernelId, std::sync::mpsc::Receiver<Result<Built, LaunchError>>>,
     _compiler: PhantomData<C>,
 }
 
-/// engram patch: a kernel compiled in the background, to be finished on the server's thread:
-/// its pipeline entered in the server's cache, its SPIR-V stored, its compile recorded.
-pub(crate) struct Detached {
+/// engram patch: a kernel just compiled ([`build`]), here or in the background, to be finished
+/// on the server's thread ([`WgpuServer::finish_compile`]): its pipeline entered in the server's
+/// cache, its SPIR-V stored, its compile recorded.
+pub(crate) struct Built {
     entry: PipelineEntry,
     repr: Option<crate::AutoRepresentation>,
     entrypoint_name: String,
@@ -259,14 +261,14 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         // engram patch: a kernel compiled in the background is waited for, then finished here.
         if let Some(done) = self.background.remove(&kernel_id) {
             match done.recv() {
-                Ok(Ok(detached)) => return Ok(self.finish_background(kernel_id, detached)),
+                Ok(Ok(built)) => return Ok(self.finish_compile(kernel_id, built)),
                 Ok(Err(err)) => return Err(err),
                 // The job was lost (it panicked): compiled here instead, as upstream does.
                 Err(_) => {}
             }
         }
 
-        let mut recording = CompilationRecording::new(&kernel_id);
+        let recording = CompilationRecording::new(&kernel_id);
         let cached = self.load_cached_pipeline(&kernel_id, bindings, mode)?;
 
         if let Some(Ok(pipeline)) = cached {
@@ -275,98 +277,26 @@ impl<C: WgpuCompiler> WgpuServer<C> {
             return Ok(pipeline);
         }
 
-        validate_cube_dim(&self.utilities.properties, &kernel_id)?;
-        validate_units(&self.utilities.properties, &kernel_id)?;
-
-        // engram patch: each phase of the compile is timed (`crate::compile_phases`).
-        let expand_start = std::time::Instant::now();
-        let definition = cubecl_core::define_kernel(&*kernel)?;
-        recording.defined(&definition);
-        let expand = expand_start.elapsed();
-
-        let compile_start = std::time::Instant::now();
+        // engram patch: the miss path is `build`, shared with the background compiles, and
+        // `finish_compile`, which enters the kernel and stores its SPIR-V (upstream has both
+        // inline here, with the commented-out Metal debugging aid `build` keeps).
         let mut compiler = C::init(self.backend, &self.compilation_options);
-        let mut compiled = compiler.compile_kernel(self, kernel, definition)?;
-
-        if self.scheduler.logger.compilation_source_activated() {
-            compiled.debug_info = Some(DebugInformation::new(
-                compiler.lang_tag(),
-                kernel_id.clone(),
-            ));
-        }
-        self.scheduler.logger.log_compilation(&compiled);
-
-        compiler.validate_ir(&compiled.repr, &self.utilities.properties)?;
-        // The compiled kernel's per-buffer answer, before the repr is
-        // consumed: what the write scope stages from.
-        let io = compiled.io.take().map(Arc::from);
-        let (compiler_info, auto_repr) = compiler.normalize_repr(compiled.repr);
-        let repr = auto_repr.as_ref().map(|r| r.as_ref());
-        let compile = compile_start.elapsed();
-
-        // /!\ Do not delete the following commented code.
-        // This is useful while working on the metal compiler.
-        // Also the errors are printed nicely which is not the case when this is the runtime
-        // that does it.
-        // {
-        //     // Write shader in metal file then compile it for error
-        //     std::fs::write("shader.metal", &compiled.source).expect("should write to file");
-        //     let status = std::process::Command::new("xcrun")
-        //         .args(vec![
-        //             "-sdk",
-        //             "macosx",
-        //             "metal",
-        //             "-o",
-        //             "shader.ir",
-        //             "-c",
-        //             "shader.metal",
-        //             "-w",
-        //         ])
-        //         .status()
-        //         .expect("should launch the command");
-        //     if !status.success() {
-        //         println!("SOURCE:\n{}", compiled.source);
-        //         std::process::exit(status.code().unwrap());
-        //     }
-        // }
-
-        let driver_start = std::time::Instant::now();
-        let module = self.create_module(
-            &compiled.entrypoint_name,
-            kernel_id.cube_dim.into(),
-            ModuleSource::resolve(repr, compiler.lang_tag(), &compiled.source)?,
-            mode,
+        let (utilities, logger, maker) = (
+            self.utilities.clone(),
+            self.scheduler.logger.clone(),
+            self.maker(),
+        );
+        let built = build(
+            &mut compiler,
+            kernel,
+            recording,
+            &utilities,
+            &logger,
+            &maker,
+            |compiler, kernel, definition| compiler.compile_kernel(self, kernel, definition),
+            |repr| crate::backend::bindings_info(repr, bindings),
         )?;
-        let pipeline = self.create_pipeline(&compiled.entrypoint_name, repr, module, bindings)?;
-        crate::compile_phases::log(
-            kernel_id.type_name(),
-            compiler.lang_tag(),
-            [expand, compile, driver_start.elapsed()],
-        );
-        self.pipelines.insert(
-            kernel_id.clone(),
-            (pipeline.clone(), compiler_info, io.clone()),
-        );
-
-        recording.source(&compiled.source);
-
-        // Only a SPIR-V kernel is stored: any other build changes nothing.
-        let stored = false;
-        #[cfg(feature = "spirv")]
-        let stored = match (cached, auto_repr) {
-            (Some(Err(key)), Some(crate::AutoRepresentation::SpirV(kernel))) => {
-                let cache = self.spirv_cache.as_mut().unwrap();
-                store_compiled(
-                    cache,
-                    key,
-                    cubecl_spirv::SpirvCacheEntry::new(compiled.entrypoint_name, kernel),
-                )
-            }
-            _ => stored,
-        };
-        recording.compiled(stored);
-
-        Ok((pipeline, compiler_info, io))
+        Ok(self.finish_compile(kernel_id, built))
     }
 }
 
@@ -444,23 +374,24 @@ impl<C: WgpuCompiler> WgpuServer<C> {
             self.background.remove(&kernel_id);
             // A failed compile is left to the launch that needs the kernel, which compiles it
             // again and reports the error.
-            if let Ok(detached) = result {
-                self.finish_background(kernel_id, detached);
+            if let Ok(built) = result {
+                self.finish_compile(kernel_id, built);
             }
         }
     }
 
-    /// Enters a kernel compiled in the background in the server's cache, stores its SPIR-V as
-    /// the usual path does, and closes its compile's record.
+    /// Enters a kernel just built (here or in the background) in the server's cache, stores
+    /// its SPIR-V where there is a store, and closes its compile's record.
     #[allow(unused_variables, unused_mut)]
-    fn finish_background(&mut self, kernel_id: KernelId, detached: Detached) -> PipelineEntry {
-        let Detached {
+    fn finish_compile(&mut self, kernel_id: KernelId, built: Built) -> PipelineEntry {
+        let Built {
             entry,
             repr,
             entrypoint_name,
             recording,
-        } = detached;
+        } = built;
         self.pipelines.insert(kernel_id.clone(), entry.clone());
+        // Only a SPIR-V kernel is stored: any other build changes nothing.
         let mut stored = false;
         #[cfg(feature = "spirv")]
         if let (Some(cache), Some(crate::AutoRepresentation::SpirV(kernel))) =
@@ -481,30 +412,67 @@ impl<C: WgpuCompiler> WgpuServer<C> {
     }
 }
 
-/// engram patch: what `WgpuServer::pipeline` does for a kernel it has not met, away from the
-/// server: validate, expand, compile, build the pipeline. Each phase is timed and logged as on
-/// the server's thread (`crate::compile_phases`).
+/// engram patch: [`build`] away from the server, with the compiler's detached path and the
+/// layout a SPIR-V kernel declares itself (a background compile has no launch arguments).
 fn compile_detached<C: WgpuCompiler>(
     mut compiler: C,
     options: &WgpuCompilationOptions,
     kernel: Box<dyn CubeKernel>,
-    maker: &crate::backend::PipelineMaker,
+    maker: &PipelineMaker,
     utilities: &ServerUtilities,
     logger: &ServerLogger,
-) -> Result<Detached, LaunchError> {
+) -> Result<Built, LaunchError> {
+    let recording = CompilationRecording::new(&kernel.id());
+    build(
+        &mut compiler,
+        kernel,
+        recording,
+        utilities,
+        logger,
+        maker,
+        |compiler, kernel, definition| compiler.compile_detached(options, kernel, definition),
+        |repr| match repr {
+            #[cfg(feature = "spirv")]
+            Some(crate::AutoRepresentationRef::SpirV(spirv)) => {
+                Some(crate::vulkan::spirv_bindings(spirv))
+            }
+            _ => None,
+        },
+    )
+}
+
+/// engram patch: what a kernel met for the first time goes through, on the server's thread
+/// ([`WgpuServer::pipeline`]) or on a background one ([`compile_detached`]): validated,
+/// expanded, compiled by `compile`, and its pipeline built by `maker` with the layout `layout`
+/// reads off the compiled representation. Each of the three phases is timed and logged
+/// (`crate::compile_phases`). The result still has to be entered in the server's cache
+/// ([`WgpuServer::finish_compile`]).
+#[allow(clippy::too_many_arguments)]
+fn build<C: WgpuCompiler>(
+    compiler: &mut C,
+    kernel: Box<dyn CubeKernel>,
+    mut recording: CompilationRecording,
+    utilities: &ServerUtilities,
+    logger: &ServerLogger,
+    maker: &PipelineMaker,
+    compile: impl FnOnce(
+        &mut C,
+        Box<dyn CubeKernel>,
+        KernelDefinition,
+    ) -> Result<CompiledKernel<C>, CompilationError>,
+    layout: impl FnOnce(Option<crate::AutoRepresentationRef<'_>>) -> Option<(Vec<Visibility>, usize)>,
+) -> Result<Built, LaunchError> {
     let kernel_id = kernel.id();
-    let mode = kernel_id.mode;
     validate_cube_dim(&utilities.properties, &kernel_id)?;
     validate_units(&utilities.properties, &kernel_id)?;
 
-    let mut recording = CompilationRecording::new(&kernel_id);
     let expand_start = std::time::Instant::now();
     let definition = cubecl_core::define_kernel(&*kernel)?;
     recording.defined(&definition);
     let expand = expand_start.elapsed();
 
     let compile_start = std::time::Instant::now();
-    let mut compiled = compiler.compile_detached(options, kernel, definition)?;
+    let mut compiled = compile(compiler, kernel, definition)?;
     if logger.compilation_source_activated() {
         compiled.debug_info = Some(DebugInformation::new(
             compiler.lang_tag(),
@@ -513,26 +481,47 @@ fn compile_detached<C: WgpuCompiler>(
     }
     logger.log_compilation(&compiled);
     compiler.validate_ir(&compiled.repr, &utilities.properties)?;
+    // The compiled kernel's per-buffer answer, before the repr is
+    // consumed: what the write scope stages from.
     let io = compiled.io.take().map(Arc::from);
     let (compiler_info, auto_repr) = compiler.normalize_repr(compiled.repr);
     let repr = auto_repr.as_ref().map(|r| r.as_ref());
     let compile = compile_start.elapsed();
 
+    // /!\ Do not delete the following commented code.
+    // This is useful while working on the metal compiler.
+    // Also the errors are printed nicely which is not the case when this is the runtime
+    // that does it.
+    // {
+    //     // Write shader in metal file then compile it for error
+    //     std::fs::write("shader.metal", &compiled.source).expect("should write to file");
+    //     let status = std::process::Command::new("xcrun")
+    //         .args(vec![
+    //             "-sdk",
+    //             "macosx",
+    //             "metal",
+    //             "-o",
+    //             "shader.ir",
+    //             "-c",
+    //             "shader.metal",
+    //             "-w",
+    //         ])
+    //         .status()
+    //         .expect("should launch the command");
+    //     if !status.success() {
+    //         println!("SOURCE:\n{}", compiled.source);
+    //         std::process::exit(status.code().unwrap());
+    //     }
+    // }
+
     let driver_start = std::time::Instant::now();
-    let bindings_info = match repr {
-        #[cfg(feature = "spirv")]
-        Some(crate::AutoRepresentationRef::SpirV(spirv)) => {
-            Some(crate::vulkan::spirv_bindings(spirv))
-        }
-        _ => None,
-    };
     let module = maker.create_module(
         &compiled.entrypoint_name,
         kernel_id.cube_dim.into(),
         ModuleSource::resolve(repr, compiler.lang_tag(), &compiled.source)?,
-        mode,
+        kernel_id.mode,
     )?;
-    let pipeline = maker.create_pipeline(&compiled.entrypoint_name, bindings_info, module)?;
+    let pipeline = maker.create_pipeline(&compiled.entrypoint_name, layout(repr), module)?;
     crate::compile_phases::log(
         kernel_id.type_name(),
         compiler.lang_tag(),
@@ -540,7 +529,7 @@ fn compile_detached<C: WgpuCompiler>(
     );
     recording.source(&compiled.source);
 
-    Ok(Detached {
+    Ok(Built {
         entry: (pipeline, compiler_info, io),
         repr: auto_repr,
         entrypoint_name: compiled.entrypoint_name,
