@@ -25,11 +25,12 @@ use crate::presets::TrainingPreset;
 /// Prompt-template tokens around a question (system header, turn markers).
 const TEMPLATE_TOKENS: f64 = 30.0;
 
-/// Assumed sustained FLOP/s of a backend when the user gives none.
+/// Assumed sustained FLOP/s of a backend when the user gives none (`auto`: the backend it
+/// opens in this build).
 pub fn default_flops(backend: &str) -> f64 {
-    match backend.split(':').next().unwrap_or("cpu") {
+    match engram_model::backend_kind(backend).as_str() {
         "cuda" => 200e12,
-        "wgpu" | "auto" => 20e12,
+        "wgpu" => 20e12,
         _ => 0.05e12,
     }
 }
@@ -301,6 +302,21 @@ pub fn human_seconds(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backends_default_throughput_follows_its_kind() {
+        assert_eq!(default_flops("CUDA:1"), default_flops("cuda"));
+        assert_eq!(default_flops("vulkan"), default_flops("wgpu"));
+        assert_eq!(default_flops("flex"), default_flops("cpu"));
+        assert!(default_flops("cuda") > default_flops("wgpu"));
+        assert!(default_flops("wgpu") > default_flops("cpu"));
+        let first = engram_model::available_backends()[0];
+        assert_eq!(
+            default_flops("auto"),
+            default_flops(first),
+            "auto opens {first}"
+        );
+    }
 
     /// Llama-3.1-8B-Instruct's architecture, from the config the repository keeps.
     fn llama_8b() -> LlamaConfig {

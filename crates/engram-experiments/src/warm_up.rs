@@ -27,11 +27,11 @@ use engram_model::kernel_cache::CacheSetting;
 
 use crate::cells::{Cell, Method};
 
-/// Whether a sweep on `backend` gets a kernel warm-up: a GPU backend (or `auto`, which may be
-/// one), not turned off (`off`: the user's `--no-kernel-warm-up`), with a kernel cache to fill.
+/// Whether a sweep on `backend` gets a kernel warm-up: a GPU backend (or `auto` in a build that
+/// has one), not turned off (`off`: the user's `--no-kernel-warm-up`), with a kernel cache to
+/// fill.
 pub fn wanted(backend: &str, off: bool) -> bool {
-    let gpu = backend.split(':').next().unwrap_or("cpu") != "cpu";
-    gpu && !off && CacheSetting::from_env() != CacheSetting::Off
+    engram_model::is_gpu_backend(backend) && !off && CacheSetting::from_env() != CacheSetting::Off
 }
 
 /// Which of `cells` lead: for each method, its cell with the fewest facts (the first replicate
@@ -86,12 +86,15 @@ mod tests {
     #[test]
     fn only_a_gpu_backend_warms_up() {
         assert!(!wanted("cpu", false));
+        assert!(!wanted("flex", false), "the CPU backend's other name");
         assert!(!wanted("wgpu", true));
         // The kernel cache's variable is not set in unit tests, so a cache is on.
         if std::env::var_os("ENGRAM_KERNEL_CACHE").is_none() {
             assert!(wanted("wgpu", false));
+            assert!(wanted("vulkan", false));
             assert!(wanted("cuda:1", false));
-            assert!(wanted("auto", false));
+            let first = engram_model::available_backends()[0];
+            assert_eq!(wanted("auto", false), first != "cpu", "auto opens {first}");
         }
     }
 }

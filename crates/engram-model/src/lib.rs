@@ -41,7 +41,8 @@ pub use adapters::check_adapter_compute;
 pub use attention::fused_attention;
 pub use engram_ops::device::{
     TF32_VAR, WGPU_COMPILER_VAR, available_backends, backend_kind, cuda_compiler, cuda_tf32,
-    device_from_name, device_label, device_memory, device_name, is_cpu, open_device, wgpu_compiler,
+    device_from_name, device_label, device_memory, device_name, is_cpu, is_gpu_backend,
+    open_device, wgpu_compiler,
 };
 #[doc(hidden)]
 pub use engram_ops::testing;

@@ -364,16 +364,24 @@ pub fn is_cpu(device: &Device) -> bool {
     device.clone().inner() == Device::flex()
 }
 
-/// The backend a device name asks for, lower-case, without its index: `cuda:1` → `cuda`, and
-/// `auto` → the one it opens (the first compiled in), so that `auto` on a CUDA build gets
-/// CUDA's driver checks, label and tolerances.
+/// The backend a device name asks for, lower-case, without its index, by the name
+/// [`available_backends`] gives it: `cuda:1` → `cuda`, the aliases [`device_from_name`] takes
+/// to theirs (`flex` → `cpu`, `vulkan` → `wgpu`), and `auto` → the one it opens (the first
+/// compiled in), so that `auto` on a CUDA build gets CUDA's driver checks, label and tolerances.
 pub fn backend_kind(name: &str) -> String {
     let kind = name.split(':').next().unwrap_or(name).to_ascii_lowercase();
-    if kind == "auto" {
-        available_backends()[0].to_string()
-    } else {
-        kind
+    match kind.as_str() {
+        "auto" => available_backends()[0].to_string(),
+        "flex" => "cpu".to_string(),
+        "vulkan" => "wgpu".to_string(),
+        _ => kind,
     }
+}
+
+/// Whether a device name asks for a GPU backend (`cuda`, `wgpu`, their aliases, or `auto` in a
+/// build that has one): where kernels are compiled, cached and warmed up.
+pub fn is_gpu_backend(name: &str) -> bool {
+    matches!(backend_kind(name).as_str(), "cuda" | "wgpu")
 }
 
 /// What to call the device opened from `backend` in reports: the name it gives itself (else the
@@ -479,12 +487,12 @@ pub fn device_memory(name: &str) -> Option<u64> {
         None => (lower.as_str(), 0),
     };
     match backend_kind(kind).as_str() {
-        "cpu" | "flex" => {
+        "cpu" => {
             let text = std::fs::read_to_string("/proc/meminfo").ok()?;
             meminfo_total(&text)
         }
         "cuda" => cuda_memory(index),
-        "wgpu" | "vulkan" => wgpu_memory(name),
+        "wgpu" => wgpu_memory(name),
         _ => None,
     }
 }
@@ -616,6 +624,11 @@ mod tests {
         assert_eq!(backend_kind("wgpu"), "wgpu");
         assert_eq!(backend_kind("auto"), available_backends()[0]);
         assert_ne!(backend_kind("auto"), "auto");
+        assert_eq!(backend_kind("Flex"), "cpu");
+        assert_eq!(backend_kind("vulkan:0"), "wgpu");
+        assert!(is_gpu_backend("cuda:1") && is_gpu_backend("VULKAN") && is_gpu_backend("wgpu"));
+        assert!(!is_gpu_backend("cpu") && !is_gpu_backend("flex") && !is_gpu_backend("tpu"));
+        assert_eq!(is_gpu_backend("auto"), available_backends()[0] != "cpu");
     }
 
     #[test]

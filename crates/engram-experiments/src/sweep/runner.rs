@@ -269,7 +269,7 @@ impl<'a> Runner<'a> {
     /// cache set up first, so that the cell that opens the device counts from zero); `None` on
     /// the CPU.
     fn compile_work(&self) -> Option<CompileSummary> {
-        (engram_model::backend_kind(&self.exp.backend) != "cpu").then(|| {
+        engram_model::is_gpu_backend(&self.exp.backend).then(|| {
             kernel_cache::configure();
             kernel_cache::summary()
         })
