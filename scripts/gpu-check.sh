@@ -37,12 +37,16 @@
 #      rank with bf16 adapter products
 #  10. engram bench generate at batch 1 and 16
 #  11. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
-#                                               f32's tolerances; its own autotune results)
+#                                               f32's tolerances; its own autotune results);
+#      then cold again with ENGRAM_CUDA_COMPILE_AHEAD=on, on an empty cache of its own
+#      (autotune's candidates compiled ahead on the host's other cores: beside step 1)
 #  12. engram selftest --backend wgpu, twice   (where a Vulkan driver is present, or --wgpu;
 #                                               --vulkan-deb DEB: Debian's libvulkan1 package,
 #                                               unpacked when the machine has no libvulkan.so.1);
-#      where the first fails (a driver that refuses CubeCL's SPIR-V), once with
-#      CUBECL_WGPU_COMPILER=wgsl instead of the second
+#      then cold again with CUBECL_COMPILE_THREADS=0 (every kernel compiled on the device's
+#      thread: what compiling autotune's candidates ahead bought the first run); where the first
+#      fails (a driver that refuses CubeCL's SPIR-V), once with CUBECL_WGPU_COMPILER=wgsl instead
+#      of the other two
 # Everything goes under --out DIR, as it is produced: gpu-check.json (every step's figures,
 # rewritten after each step), gpu-check.log (every step's output), nvidia-smi.csv (utilization
 # and memory every 250 ms, where nvidia-smi exists). A summary table is printed at the end; exit
@@ -417,6 +421,13 @@ if [ "$backend" = cuda ]; then
     step "selftest cuda TF32 off" 150 "$work/selftest-tf32-off.json" \
         "$engram" selftest --backend cuda --json "$work/selftest-tf32-off.json"
     unset ENGRAM_TF32
+    # Cold again with the first compiler, on an empty cache of its own, autotune's candidates
+    # compiled ahead on the host's other cores (ENGRAM_CUDA_COMPILE_AHEAD=on, off by default
+    # until this step has shown that it works and pays): beside step 1's cold selftest.
+    mkdir -p "$kernels_root/$chosen-ahead"
+    step "selftest cuda $chosen ahead" 200 "$work/selftest-$chosen-ahead.json" \
+        env ENGRAM_CUDA_COMPILE_AHEAD=on ENGRAM_KERNEL_CACHE="$kernels_root/$chosen-ahead" \
+        "$engram" selftest --backend cuda --json "$work/selftest-$chosen-ahead.json"
 fi
 
 if [ "$wgpu" = yes ]; then
@@ -433,6 +444,13 @@ if [ "$wgpu" = yes ]; then
         # Again on the same cache: SPIR-V (Vulkan adapters) is kept, so this compiles no kernel.
         step "selftest wgpu warm" 60 "$work/selftest-wgpu-warm.json" \
             "$engram" selftest --backend wgpu --json "$work/selftest-wgpu-warm.json"
+        # Cold again, on an empty cache of its own, every kernel compiled on the device's
+        # thread as upstream CubeCL does (CUBECL_COMPILE_THREADS=0): beside the first cold run,
+        # which compiled autotune's candidates ahead on the host's other cores, what that buys.
+        mkdir -p "$kernels_root/wgpu-serial"
+        step "selftest wgpu serial" 120 "$work/selftest-wgpu-serial.json" \
+            env CUBECL_COMPILE_THREADS=0 ENGRAM_KERNEL_CACHE="$kernels_root/wgpu-serial" \
+            "$engram" selftest --backend wgpu --json "$work/selftest-wgpu-serial.json"
     else
         # The driver refused CubeCL's SPIR-V, or ran it wrong: WGSL instead, which needs no
         # rebuild (CUBECL_WGPU_COMPILER=wgsl), on a cache of its own.

@@ -1,6 +1,6 @@
 //! `scripts/gpu-check.sh`'s CUDA path, which CI's CPU run never takes: run with a stand-in for
 //! the bundle's binary that records each call (its arguments and the compiler, kernel cache,
-//! autotune level and TF32 setting it was given), the steps come in the documented order, each
+//! autotune level, TF32 and compile-ahead settings it was given), the steps come in the documented order, each
 //! `bench matmul` gets a kernel cache of its own, the other compilers and autotune levels get
 //! theirs, and the rest runs on the first compiler's cache. A broken branch here would cost a
 //! device call to find.
@@ -11,7 +11,7 @@ use std::process::Command;
 /// A stand-in `engram`: appends one line per call to `$FAKE_LOG` and writes a passing report
 /// where `--json` asks for one.
 const FAKE: &str = r#"#!/usr/bin/env bash
-echo "$* | compiler=${CUBECL_CUDA_COMPILER:-} cache=${ENGRAM_KERNEL_CACHE:-} level=${CUBECL_AUTOTUNE_LEVEL:-} tf32=${ENGRAM_TF32:-} wgpu_compiler=${CUBECL_WGPU_COMPILER:-}" >> "$FAKE_LOG"
+echo "$* | compiler=${CUBECL_CUDA_COMPILER:-} cache=${ENGRAM_KERNEL_CACHE:-} level=${CUBECL_AUTOTUNE_LEVEL:-} tf32=${ENGRAM_TF32:-} threads=${CUBECL_COMPILE_THREADS:-} ahead=${ENGRAM_CUDA_COMPILE_AHEAD:-} wgpu_compiler=${CUBECL_WGPU_COMPILER:-}" >> "$FAKE_LOG"
 # A driver that refuses SPIR-V, where the test asks for one.
 if [ -n "${FAKE_SPIRV_FAILS:-}" ] && [ "$1 $3" = "selftest wgpu" ] && [ "${CUBECL_WGPU_COMPILER:-}" != wgsl ]; then
     echo "error: the device refused the compute pipeline of kernel \`matmul\`"; exit 1
@@ -171,6 +171,7 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
             "bench train r 8 bf16-lora",
             "bench generate",
             "selftest cuda TF32 off",
+            "selftest cuda llvm ahead",
             "memorization exact match",
         ],
         "{stdout}"
@@ -204,9 +205,14 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
     let graph = call("bench train", "--graph");
     assert!(graph.contains("--ranks 8 "), "{graph}");
     assert_eq!(cache(&graph), cache(&selftest), "{graph}");
-    // f32 matmuls kept in f32 for the last selftest only.
+    // f32 matmuls kept in f32 for that selftest only.
     assert!(call("selftest", "tf32=off").contains("compiler=llvm"));
     assert_eq!(calls.matches("tf32=off").count(), 1, "{calls}");
+    // Compiling ahead on CUDA for the last selftest only, cold, on a cache of its own.
+    let ahead = call("selftest --backend cuda", "ahead=on");
+    assert!(ahead.contains("compiler=llvm"), "{ahead}");
+    assert!(cache(&ahead).ends_with("/llvm-ahead"), "{ahead}");
+    assert_eq!(calls.matches("ahead=on").count(), 1, "{calls}");
 }
 
 /// A stand-in Python for the PEFT side: records each call and writes `{}` where `--json` asks.
@@ -275,7 +281,7 @@ fn gpu_check_names_a_peft_side_that_lacks_the_adapter_checks_files() {
 }
 
 #[test]
-fn gpu_check_runs_wgpu_twice_on_one_cache_and_wgsl_where_spirv_is_refused() {
+fn gpu_check_runs_wgpu_twice_on_one_cache_then_serially_and_wgsl_where_spirv_is_refused() {
     let cpu = [
         "--backend",
         "cpu",
@@ -296,14 +302,16 @@ fn gpu_check_runs_wgpu_twice_on_one_cache_and_wgsl_where_spirv_is_refused() {
     };
     let step = |name: &str, status: &str| (name.to_string(), status.to_string());
 
-    // SPIR-V taken: a cold and a warm selftest on one cache, no WGSL.
+    // SPIR-V taken: a cold and a warm selftest on one cache, then a cold one compiling on the
+    // device's thread on a cache of its own; no WGSL.
     let run = run_script(&cpu, &[]);
     assert!(run.passed, "{}", run.stdout);
     assert_eq!(
         wgpu_steps(&run),
         [
             step("selftest wgpu", "ok"),
-            step("selftest wgpu warm", "ok")
+            step("selftest wgpu warm", "ok"),
+            step("selftest wgpu serial", "ok")
         ]
     );
     let calls: Vec<&str> = run
@@ -311,8 +319,14 @@ fn gpu_check_runs_wgpu_twice_on_one_cache_and_wgsl_where_spirv_is_refused() {
         .lines()
         .filter(|l| l.starts_with("selftest --backend wgpu"))
         .collect();
-    assert_eq!(calls.len(), 2, "{}", run.calls);
+    assert_eq!(calls.len(), 3, "{}", run.calls);
     assert_eq!(cache(calls[0]), cache(calls[1]));
+    assert!(cache(calls[2]).ends_with("/wgpu-serial"), "{}", calls[2]);
+    assert!(
+        calls[..2].iter().all(|c| c.contains(" threads= ")),
+        "the default pool: {calls:?}"
+    );
+    assert!(calls[2].contains(" threads=0 "), "{}", calls[2]);
     assert!(
         calls.iter().all(|c| c.ends_with("wgpu_compiler=")),
         "{calls:?}"

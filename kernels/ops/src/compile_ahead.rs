@@ -4,23 +4,30 @@
 //! matmul candidates autotune benchmarks for a new shape compile one after another: most of a
 //! cold start's host time (`MatmulEntry` in the compile summary). engram's patched
 //! cubecl-runtime (`vendor/cubecl-runtime/ENGRAM-PATCH.md`) first runs every candidate of a key
-//! as a compile-only launch; engram's patched cubecl-wgpu compiles such launches on a pool of
-//! [`THREADS_VAR`] threads — CubeCL's expansion, the SPIR-V compiler and the driver's pipeline
-//! build — and the benchmarks that follow wait only for the candidate they run.
+//! as a compile-only launch; engram's patched cubecl-wgpu and cubecl-cuda compile such launches
+//! on a pool of [`THREADS_VAR`] threads — CubeCL's expansion, the compiler (SPIR-V; LLVM or
+//! NVRTC to PTX) and the driver's part (the pipeline build; the PTX load) — and the benchmarks
+//! that follow wait only for the candidate they run.
 //!
-//! On for wgpu devices on Vulkan adapters (SPIR-V). CUDA, and wgpu running WGSL, compile on the
-//! device's thread as before.
+//! On for wgpu devices on Vulkan adapters (SPIR-V); wgpu running WGSL compiles on the device's
+//! thread as before. On CUDA only when asked ([`CUDA_VAR`]`=on`), until a GPU has shown that it
+//! works and pays there.
 
-/// The variable that sets how many threads compile a wgpu device's kernels ahead (engram's
-/// cubecl-wgpu reads it, once per process): a count, or `0` to compile every kernel on the
+/// The variable that sets how many threads compile a GPU device's kernels ahead (engram's
+/// cubecl-runtime reads it, once per process): a count, or `0` to compile every kernel on the
 /// device's thread as upstream CubeCL does. Unset: one less than the host's parallelism, at most
 /// 16. Compiling ahead is on from 2 threads ([`MIN_THREADS`]).
-#[cfg(feature = "wgpu")]
-pub use cubecl_wgpu::background::THREADS_VAR;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub use cubecl_runtime::dry_run::pool::THREADS_VAR;
+
+/// The variable that turns compiling ahead on for CUDA devices: `on` (or `1`, `true`, `yes`);
+/// off by default, because only a GPU can test it (`scripts/gpu-check.sh` compares a cold
+/// selftest each way).
+pub const CUDA_VAR: &str = "ENGRAM_CUDA_COMPILE_AHEAD";
 
 /// What a value of [`THREADS_VAR`] asks for: `None` (the default count) when unset or empty,
 /// else the count; anything that is not a whole number is named.
-#[cfg(feature = "wgpu")]
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub fn threads_setting(value: Option<&str>) -> Result<Option<usize>, String> {
     match value.map(str::trim) {
         None | Some("") => Ok(None),
@@ -32,15 +39,21 @@ pub fn threads_setting(value: Option<&str>) -> Result<Option<usize>, String> {
     }
 }
 
+/// What a value of [`CUDA_VAR`] asks for: `false` when unset, empty, `off`, `0`, `false` or
+/// `no`; `true` for `on`, `1`, `true` or `yes`; any other value is named.
+pub fn cuda_setting(value: Option<&str>) -> Result<bool, String> {
+    crate::device::switch_setting(CUDA_VAR, value, false)
+}
+
 /// The least [`threads`] that compile ahead. With one, the device's thread would wait for it to
 /// compile the candidates in turn, which is no faster and compiles candidates autotune might
 /// have skipped (so a 2-core host, whose default is 1, compiles as before unless asked).
 pub const MIN_THREADS: usize = 2;
 
-/// How many threads compile a wgpu device's kernels ahead ([`THREADS_VAR`], else its default).
-#[cfg(feature = "wgpu")]
+/// How many threads compile a GPU device's kernels ahead ([`THREADS_VAR`], else its default).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub fn threads() -> usize {
-    cubecl_wgpu::background::threads()
+    cubecl_runtime::dry_run::pool::threads()
 }
 
 /// Turns autotune's compile-ahead pass on for this process where [`threads`] is at least
@@ -52,10 +65,18 @@ pub fn turn_on() {
     cubecl_runtime::dry_run::set_compile_ahead(on);
 }
 
-#[cfg(all(test, feature = "wgpu"))]
+/// Turns autotune's compile-ahead pass on for this process where `asked` ([`CUDA_VAR`]) and
+/// [`threads`] is at least [`MIN_THREADS`]: called before a CUDA device opens.
+#[cfg(feature = "cuda")]
+pub fn turn_on_cuda(asked: bool) {
+    cubecl_runtime::dry_run::set_compile_ahead(asked && threads() >= MIN_THREADS);
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
     #[test]
     fn counts_are_read_and_anything_else_is_named() {
         assert_eq!(threads_setting(None), Ok(None));
@@ -65,5 +86,17 @@ mod tests {
         let err = threads_setting(Some("many")).unwrap_err();
         assert!(err.contains("CUBECL_COMPILE_THREADS=many"), "{err}");
         assert!(threads_setting(Some("-1")).is_err());
+    }
+
+    #[test]
+    fn cuda_compiles_ahead_only_when_asked() {
+        for off in [None, Some(""), Some("off"), Some("0"), Some("No")] {
+            assert_eq!(cuda_setting(off), Ok(false), "{off:?}");
+        }
+        for on in ["on", "1", "TRUE", " yes "] {
+            assert_eq!(cuda_setting(Some(on)), Ok(true), "{on}");
+        }
+        let err = cuda_setting(Some("maybe")).unwrap_err();
+        assert!(err.contains("ENGRAM_CUDA_COMPILE_AHEAD=maybe"), "{err}");
     }
 }

@@ -139,11 +139,11 @@ struct Tally {
     ahead_threads: Vec<String>,
 }
 
-/// The name prefix of the patched cubecl-wgpu's compile threads (`vendor/cubecl-wgpu`,
-/// `src/compute/background.rs`); a build without wgpu has none.
-#[cfg(feature = "wgpu")]
-const AHEAD_THREAD: Option<&str> = Some(cubecl_wgpu::background::THREAD_PREFIX);
-#[cfg(not(feature = "wgpu"))]
+/// The name prefix of the compile threads of engram's patched cubecl-runtime
+/// (`vendor/cubecl-runtime`, `src/dry_run/pool.rs`); a build without a GPU backend has none.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+const AHEAD_THREAD: Option<&str> = Some(cubecl_runtime::dry_run::pool::THREAD_PREFIX);
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
 const AHEAD_THREAD: Option<&str> = None;
 
 fn tally() -> &'static Mutex<Tally> {
@@ -346,14 +346,14 @@ mod tests {
 
     /// A line logged on one of the patched cubecl-wgpu's compile threads counts as compiled
     /// ahead, with the thread; one logged elsewhere does not.
-    #[cfg(feature = "wgpu")]
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
     #[test]
     fn lines_from_the_compile_threads_count_as_compiled_ahead() {
         let before = phases().map_or(0, |p| p.ahead);
         record("spirv 10 20 30 AheadProbe");
         assert_eq!(phases().unwrap().ahead, before);
         std::thread::Builder::new()
-            .name(format!("{}7", cubecl_wgpu::background::THREAD_PREFIX))
+            .name(format!("{}7", cubecl_runtime::dry_run::pool::THREAD_PREFIX))
             .spawn(|| record("spirv 10 20 30 AheadProbe"))
             .unwrap()
             .join()

@@ -50,7 +50,9 @@ pub fn device_from_name(name: &str) -> Result<Device> {
     if matches!(resolved, "wgpu" | "vulkan") {
         // Before the kernel cache, whose database the compiler names.
         env_setting(name, WGPU_COMPILER_VAR, wgpu_compiler_setting)?;
-        #[cfg(feature = "wgpu")]
+    }
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    if matches!(resolved, "wgpu" | "vulkan" | "cuda") {
         env_setting(
             name,
             crate::compile_ahead::THREADS_VAR,
@@ -73,6 +75,13 @@ pub fn device_from_name(name: &str) -> Result<Device> {
             // Before the device opens: its properties say whether it has TF32.
             let allowed = env_setting(name, TF32_VAR, tf32_setting)?;
             set_tf32_allowed(allowed);
+            let _ahead = env_setting(
+                name,
+                crate::compile_ahead::CUDA_VAR,
+                crate::compile_ahead::cuda_setting,
+            )?;
+            #[cfg(feature = "cuda")]
+            crate::compile_ahead::turn_on_cuda(_ahead);
             cuda_device(index.unwrap_or(0))
                 .ok_or_else(|| unknown("built without the `cuda` feature"))
         }
@@ -217,11 +226,23 @@ pub const TF32_VAR: &str = "ENGRAM_TF32";
 /// What a value of [`TF32_VAR`] asks for: `true` (TF32 allowed) when unset, empty, `on`, `1`,
 /// `true` or `yes`; `false` for `off`, `0`, `false` or `no`; any other value is named.
 pub fn tf32_setting(value: Option<&str>) -> std::result::Result<bool, String> {
+    switch_setting(TF32_VAR, value, true)
+}
+
+/// What a value of the on/off variable `var` asks for: `default` when unset or empty, `true` for
+/// `on`, `1`, `true` or `yes`, `false` for `off`, `0`, `false` or `no` (any case); any other
+/// value is named, with the variable.
+pub fn switch_setting(
+    var: &str,
+    value: Option<&str>,
+    default: bool,
+) -> std::result::Result<bool, String> {
     match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        None | Some("" | "on" | "1" | "true" | "yes") => Ok(true),
+        None | Some("") => Ok(default),
+        Some("on" | "1" | "true" | "yes") => Ok(true),
         Some("off" | "0" | "false" | "no") => Ok(false),
         Some(_) => Err(format!(
-            "{TF32_VAR}={}: use on or off",
+            "{var}={}: use on or off",
             value.unwrap_or_default()
         )),
     }

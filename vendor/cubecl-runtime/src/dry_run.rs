@@ -158,10 +158,15 @@ impl Drop for RealRun {
     }
 }
 
+/// engram patch: the threads that compile kernels ahead, shared by the servers that can
+/// (engram's cubecl-wgpu and cubecl-cuda).
+#[cfg(all(feature = "std", not(target_family = "wasm")))]
+pub mod pool;
+
 /// engram patch: whether autotune compiles a key's candidates ahead, all at once, before it
 /// benchmarks them. Off unless a caller turns it on ([`set_compile_ahead`]): it pays only on a
 /// server that compiles [`LaunchMode::Prepare`] launches in the background (engram's patched
-/// cubecl-wgpu), and costs a compile for every candidate of the first batch, where the
+/// cubecl-wgpu and cubecl-cuda, on [`pool`]), and costs a compile for every candidate of the first batch, where the
 /// schedule may have stopped before some of them.
 static COMPILE_AHEAD: cubecl_environment::sync::AtomicBool =
     cubecl_environment::sync::AtomicBool::new(false);

@@ -1,6 +1,7 @@
 use cubecl_cpp::cuda::arch::CudaArchitecture;
 use cubecl_cpp::formatter::format_cpp;
 use cubecl_environment::backtrace::BackTrace;
+use cubecl_server::dry_run::LaunchMode;
 use cubecl_server::kernel::BufferIOAttr;
 use cubecl_server::kernel::DebugInformation;
 use cubecl_server::{
@@ -64,7 +65,35 @@ pub(crate) struct CudaContext {
     /// How long the latest [`Self::load_ptx`] spent in the driver (engram patch:
     /// `crate::compile_phases`).
     last_load: std::time::Duration,
+    /// engram patch: the kernels being compiled in the background (`cubecl_server::dry_run::pool`),
+    /// each with where its compile's result arrives.
+    background:
+        std::collections::HashMap<KernelId, std::sync::mpsc::Receiver<Result<Built, LaunchError>>>,
 }
+
+/// engram patch: a kernel compiled and loaded on a background thread ([`compile_detached`]), to
+/// be finished on the server's thread ([`CudaContext::finish_background`]): entered among the
+/// loaded modules, its PTX stored, its compile recorded.
+pub(crate) struct Built {
+    kernel: CudaCompiledKernel,
+    entry: PtxCacheEntry,
+    /// The hash of the CUDA C++ NVRTC compiled, for the second-line cache (`None` on LLVM).
+    cpp_hash: Option<StableHash>,
+    recording: CompilationRecording,
+}
+
+// SAFETY: the one field that is not `Send` is the `CUfunction` handle in `kernel`, which names a
+// function of a module loaded in the server's context; CUDA driver handles are valid on any
+// thread that has that context current, as the server's thread does.
+unsafe impl Send for Built {}
+
+/// engram patch: the server's CUDA context, handed to a background compile, which makes it
+/// current on its thread before it loads the module it compiled.
+struct SharedContext(*mut CUctx_st);
+
+// SAFETY: a CUDA context may be current on several threads at once; the driver API is thread
+// safe, and the context outlives the server (it is the device's primary context).
+unsafe impl Send for SharedContext {}
 
 #[derive(Debug)]
 pub struct CudaCompiledKernel {
@@ -138,6 +167,7 @@ impl CudaContext {
             properties,
             build_id: build_id_hash(),
             last_load: std::time::Duration::ZERO,
+            background: std::collections::HashMap::new(),
         }
     }
 
@@ -196,6 +226,18 @@ impl CudaContext {
         kernel: Box<dyn CubeKernel>,
         logger: Arc<ServerLogger>,
     ) -> Result<(), LaunchError> {
+        // engram patch: a kernel compiled in the background is waited for, then finished here.
+        if let Some(done) = self.background.remove(kernel_id) {
+            match done.recv() {
+                Ok(Ok(built)) => {
+                    self.finish_background(kernel_id, built);
+                    return Ok(());
+                }
+                Ok(Err(err)) => return Err(err),
+                // The job was lost (it panicked): compiled here instead, as upstream does.
+                Err(_) => {}
+            }
+        }
         let mut recording = CompilationRecording::new(kernel_id);
         let key = match self.try_load_cached(kernel_id)? {
             Ok(()) => {
@@ -437,58 +479,15 @@ impl CudaContext {
     /// [`CompilationError::Generic`] carrying the compiler's own log, and the source that
     /// produced it, so a kernel the compiler refuses says why.
     fn compile_to_ptx(&self, source: &str) -> Result<Vec<c_char>, CompilationError> {
-        let arch = if self.arch.version >= 90 {
+        nvrtc_to_ptx(&self.nvrtc_arch(), source)
+    }
+
+    /// NVRTC's `--gpu-architecture` option for this device.
+    fn nvrtc_arch(&self) -> String {
+        if self.arch.version >= 90 {
             format!("--gpu-architecture=sm_{}a", self.arch)
         } else {
             format!("--gpu-architecture=sm_{}", self.arch)
-        };
-
-        let include_path = include_path();
-        let include_option = format!("--include-path={}", include_path.to_str().unwrap());
-        let cccl_include_path = cccl_include_path();
-        let cccl_include_option = format!("--include-path={}", cccl_include_path.to_str().unwrap());
-        let mut options = vec![arch.as_str(), include_option.as_str(), "-lineinfo"];
-        if cccl_include_path.exists() {
-            options.push(&cccl_include_option);
-        }
-
-        // SAFETY: Calling NVRTC FFI to create, compile, and extract PTX from a program.
-        // The `CString` source is null-terminated and outlives the program. On compilation
-        // failure, the error log is retrieved and reported before returning.
-        unsafe {
-            // I'd like to set the name to the kernel name, but keep getting UTF-8 errors so let's
-            // leave it `None` for now
-            let c_source = CString::from_str(source).unwrap();
-            let program = cudarc::nvrtc::result::create_program(c_source.as_c_str(), None)
-                .map_err(|err| CompilationError::Generic {
-                    reason: format!("{err}"),
-                    backtrace: BackTrace::capture(),
-                })?;
-            if cudarc::nvrtc::result::compile_program(program, &options).is_err() {
-                let log_raw = cudarc::nvrtc::result::get_program_log(program).map_err(|err| {
-                    CompilationError::Generic {
-                        reason: format!("{err}"),
-                        backtrace: BackTrace::capture(),
-                    }
-                })?;
-
-                let log_ptr = log_raw.as_ptr();
-                let log = CStr::from_ptr(log_ptr).to_str().unwrap();
-                let mut message = "[Compilation Error] ".to_string();
-                for line in log.split('\n') {
-                    if !line.is_empty() {
-                        message += format!("\n    {line}").as_str();
-                    }
-                }
-                Err(CompilationError::Generic {
-                    reason: format!("{message}\n[Source]  \n{source}"),
-                    backtrace: BackTrace::capture(),
-                })?;
-            };
-            cudarc::nvrtc::result::get_ptx(program).map_err(|err| CompilationError::Generic {
-                reason: format!("{err}"),
-                backtrace: BackTrace::capture(),
-            })
         }
     }
 
@@ -504,26 +503,7 @@ impl CudaContext {
         dump_ptx(&kernel_id, &ptx);
 
         let load_start = std::time::Instant::now();
-        let func_name = CString::new(entrypoint_name).unwrap();
-        // SAFETY: `ptx` is a valid null-terminated PTX binary from NVRTC. `func_name` is a
-        // null-terminated `CString` matching the kernel entry point in the compiled module.
-        let func = unsafe {
-            let module = cudarc::driver::result::module::load_data(ptx.as_ptr() as *const _)
-                .map_err(|err| match poisons_device(err.0) {
-                    true => driver_error("cuModuleLoadData", err).into(),
-                    false => CompilationError::Generic {
-                        reason: format!("Unable to load the PTX: {err}"),
-                        backtrace: BackTrace::capture(),
-                    },
-                })?;
-
-            cudarc::driver::result::module::get_function(module, func_name).map_err(|err| {
-                CompilationError::Generic {
-                    reason: format!("Unable to fetch the function from the module: {err:?}"),
-                    backtrace: BackTrace::capture(),
-                }
-            })?
-        };
+        let func = load_module(&ptx, entrypoint_name)?;
         self.last_load = load_start.elapsed();
 
         self.modules.insert(
@@ -586,20 +566,334 @@ impl CudaContext {
     }
 
     fn validate_shared(&self, repr: &Option<CudaRepresentation>) -> Result<(), LaunchError> {
-        let requested = repr.as_ref().map(|repr| repr.shared_memory_size());
-        let max = self.properties.hardware.max_shared_memory_size;
-        if let Some(requested) = requested
-            && requested > max
-        {
-            Err(ResourceLimitError::SharedMemory {
-                requested,
-                max,
+        validate_shared(&self.properties, repr)
+    }
+}
+
+/// engram patch: compiling kernels in the background (`cubecl_server::dry_run::pool`), as the
+/// patched cubecl-wgpu does.
+impl CudaContext {
+    /// Hands a [`LaunchMode::Prepare`] launch's kernel to the background compiler and returns
+    /// `None`: the launch is done. Hands the kernel back for the usual path where the launch is
+    /// not one or there is no pool; returns `None` at once where the kernel is already loaded,
+    /// being compiled, or in the PTX store (loaded here, as the usual path would).
+    pub fn prepare_in_background(
+        &mut self,
+        kernel_id: &KernelId,
+        kernel: Box<dyn CubeKernel>,
+        launch_mode: LaunchMode,
+        logger: &Arc<ServerLogger>,
+    ) -> Option<Box<dyn CubeKernel>> {
+        self.drain_background();
+        if !launch_mode.is_prepare() || !cubecl_server::dry_run::pool::enabled() {
+            return Some(kernel);
+        }
+        if self.background.contains_key(kernel_id) || self.modules.contains(kernel_id) {
+            return None;
+        }
+        match self.try_load_cached(kernel_id) {
+            Ok(Ok(())) => {
+                CompilationRecording::new(kernel_id).loaded();
+                return None;
+            }
+            Ok(Err(_)) => {}
+            // The usual path meets the same failure and reports it.
+            Err(_) => return Some(kernel),
+        }
+
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let job_id = kernel_id.clone();
+        let options = self.compilation_options.clone();
+        let properties = self.properties.clone();
+        let arch = self.nvrtc_arch();
+        let context = SharedContext(self.context);
+        let logger = logger.clone();
+        let job = Box::new(move || {
+            let done = compile_detached(
+                &job_id,
+                kernel,
+                &options,
+                &properties,
+                &arch,
+                context,
+                &logger,
+            );
+            let _ = sender.send(done);
+        });
+        match cubecl_server::dry_run::pool::spawn(job) {
+            Ok(()) => {
+                self.background.insert(kernel_id.clone(), receiver);
+            }
+            // No pool after all: the kernel went with the job, and its first launch compiles it.
+            Err(_) => {}
+        }
+        None
+    }
+
+    /// Finishes the background compiles that are done, so that what they built is kept even
+    /// where no launch comes to wait for it.
+    fn drain_background(&mut self) {
+        if self.background.is_empty() {
+            return;
+        }
+        let pending: Vec<KernelId> = self.background.keys().cloned().collect();
+        for kernel_id in pending {
+            let result = match self.background.get(&kernel_id).map(|r| r.try_recv()) {
+                Some(Ok(result)) => result,
+                Some(Err(std::sync::mpsc::TryRecvError::Empty)) | None => continue,
+                Some(Err(std::sync::mpsc::TryRecvError::Disconnected)) => {
+                    self.background.remove(&kernel_id);
+                    continue;
+                }
+            };
+            self.background.remove(&kernel_id);
+            // A failed compile is left to the launch that needs the kernel, which compiles it
+            // again and reports the error.
+            if let Ok(built) = result {
+                self.finish_background(&kernel_id, built);
+            }
+        }
+    }
+
+    /// Enters a kernel compiled in the background among the loaded modules, stores its PTX as
+    /// the usual path does (after the load, so PTX the driver refused is never stored), and
+    /// closes its compile's record.
+    fn finish_background(&mut self, kernel_id: &KernelId, built: Built) {
+        let Built {
+            kernel,
+            entry,
+            cpp_hash,
+            recording,
+        } = built;
+        self.modules.insert(kernel_id.clone(), kernel);
+        let key = KernelCacheKey::new(kernel_id, self.build_id);
+        let stored = match self.ptx_cache.as_mut() {
+            Some(cache) => {
+                let stored = store_compiled(cache, key, entry);
+                if let (Some(second_line), Some(hash)) =
+                    (self.second_line_ptx_cache.as_mut(), cpp_hash)
+                {
+                    store_compiled(second_line, hash, key);
+                }
+                stored
+            }
+            None => false,
+        };
+        recording.compiled(stored);
+    }
+}
+
+/// engram patch: what [`CudaContext::compile_kernel`] does for a kernel not in the PTX store,
+/// away from the server: validate, expand, compile (pliron → LLVM → PTX, or CUDA C++ and then
+/// NVRTC), and load the PTX in the server's context, which it makes current on this thread.
+/// Each phase is timed and logged as on the server's thread (`crate::compile_phases`), on this
+/// thread, which is how engram tells the kernels compiled ahead. Unlike the server's thread it
+/// does not look NVRTC's input up in the second-line cache, which it cannot reach: a kernel
+/// whose C++ another key already compiled is compiled again.
+fn compile_detached(
+    kernel_id: &KernelId,
+    kernel: Box<dyn CubeKernel>,
+    options: &CudaCompilationOptions,
+    properties: &DeviceProperties,
+    arch: &str,
+    context: SharedContext,
+    logger: &ServerLogger,
+) -> Result<Built, LaunchError> {
+    let mut recording = CompilationRecording::new(kernel_id);
+    validate_cube_dim(properties, kernel_id)?;
+    validate_units(properties, kernel_id)?;
+
+    let expand_start = std::time::Instant::now();
+    let definition = cubecl_core::define_kernel(&*kernel)?;
+    recording.defined(&definition);
+    let expand = expand_start.elapsed();
+
+    let compile_start = std::time::Instant::now();
+    let mut jitc_kernel =
+        CompiledKernel::compile(&*kernel, definition, &mut CudaCompiler::default(), options)?;
+    validate_shared(properties, &jitc_kernel.repr)?;
+    recording.source(&jitc_kernel.source);
+    let nvrtc = match &jitc_kernel.repr {
+        Some(CudaRepresentation::Llvm(_)) => false,
+        Some(CudaRepresentation::Cpp(_)) => true,
+        // A precompiled kernel, as `load_jit_kernel` routes it.
+        None => match CudaBackend::default() {
+            CudaBackend::Cpp => true,
+            CudaBackend::Llvm => {
+                return Err(CompilationError::Generic {
+                    reason: "the LLVM backend cannot load a precompiled kernel: it has no text \
+                         to compile from"
+                        .to_string(),
+                    backtrace: BackTrace::capture(),
+                }
+                .into());
+            }
+        },
+    };
+    if logger.compilation_source_activated() {
+        let tag = if nvrtc { "cpp" } else { "ll" };
+        jitc_kernel.debug_info = Some(DebugInformation::new(tag, kernel_id.clone()));
+        if nvrtc && let Ok(formatted) = format_cpp(&jitc_kernel.source) {
+            jitc_kernel.source = formatted;
+        }
+    }
+    logger.log_compilation(&jitc_kernel);
+    let (ptx, cpp_hash) = match &jitc_kernel.repr {
+        Some(CudaRepresentation::Llvm(module)) => (module.ptx.clone(), None),
+        _ => (
+            nvrtc_to_ptx(arch, &jitc_kernel.source)?,
+            Some(StableHasher::hash_one(&jitc_kernel.source)),
+        ),
+    };
+    let compile = compile_start.elapsed();
+    // A precompiled kernel declares its shared memory statically: the launch reserves none.
+    let shared_mem_bytes = jitc_kernel
+        .repr
+        .as_ref()
+        .map(|repr| repr.shared_memory_size())
+        .unwrap_or(0);
+    let io = jitc_kernel.io.take();
+
+    dump_ptx(kernel_id, &ptx);
+    let load_start = std::time::Instant::now();
+    // SAFETY: the server's context, valid for the server's lifetime (see `SharedContext`).
+    unsafe { cudarc::driver::result::ctx::set_current(context.0) }
+        .map_err(|err| driver_error("cuCtxSetCurrent", err))?;
+    let func = load_module(&ptx, jitc_kernel.entrypoint_name.clone())?;
+    crate::compile_phases::log(
+        kernel_id.type_name(),
+        if nvrtc { "nvrtc" } else { "llvm" },
+        [expand, compile, load_start.elapsed()],
+    );
+
+    Ok(Built {
+        kernel: CudaCompiledKernel {
+            cube_dim: jitc_kernel.cube_dim,
+            shared_mem_bytes,
+            func,
+            io: io.clone().map(Arc::from),
+        },
+        entry: PtxCacheEntry {
+            entrypoint_name: jitc_kernel.entrypoint_name,
+            shared_mem_bytes,
+            ptx,
+            io,
+        },
+        cpp_hash,
+        recording,
+    })
+}
+
+/// Loads `ptx` as a module in the thread's current context and fetches its function
+/// `entrypoint_name` (engram patch: out of [`CudaContext::load_ptx`], which a background compile
+/// shares).
+fn load_module(
+    ptx: &[c_char],
+    entrypoint_name: String,
+) -> Result<*mut CUfunc_st, CompilationError> {
+    let func_name = CString::new(entrypoint_name).unwrap();
+    // SAFETY: `ptx` is a valid null-terminated PTX binary from NVRTC. `func_name` is a
+    // null-terminated `CString` matching the kernel entry point in the compiled module.
+    unsafe {
+        let module =
+            cudarc::driver::result::module::load_data(ptx.as_ptr() as *const _).map_err(|err| {
+                match poisons_device(err.0) {
+                    true => driver_error("cuModuleLoadData", err).into(),
+                    false => CompilationError::Generic {
+                        reason: format!("Unable to load the PTX: {err}"),
+                        backtrace: BackTrace::capture(),
+                    },
+                }
+            })?;
+
+        cudarc::driver::result::module::get_function(module, func_name).map_err(|err| {
+            CompilationError::Generic {
+                reason: format!("Unable to fetch the function from the module: {err:?}"),
                 backtrace: BackTrace::capture(),
             }
-            .into())
-        } else {
-            Ok(())
+        })
+    }
+}
+
+/// Whether `repr`'s shared memory fits the device (engram patch: out of
+/// [`CudaContext::validate_shared`], which a background compile shares).
+fn validate_shared(
+    properties: &DeviceProperties,
+    repr: &Option<CudaRepresentation>,
+) -> Result<(), LaunchError> {
+    let requested = repr.as_ref().map(|repr| repr.shared_memory_size());
+    let max = properties.hardware.max_shared_memory_size;
+    if let Some(requested) = requested
+        && requested > max
+    {
+        Err(ResourceLimitError::SharedMemory {
+            requested,
+            max,
+            backtrace: BackTrace::capture(),
         }
+        .into())
+    } else {
+        Ok(())
+    }
+}
+
+/// Compiles `source` to PTX with NVRTC, for the architecture option `arch`
+/// (`--gpu-architecture=sm_90a`); engram patch: a free function, so that a background compile
+/// can call it too.
+///
+/// # Errors
+///
+/// [`CompilationError::Generic`] carrying the compiler's own log, and the source that
+/// produced it, so a kernel the compiler refuses says why.
+fn nvrtc_to_ptx(arch: &str, source: &str) -> Result<Vec<c_char>, CompilationError> {
+    let include_path = include_path();
+    let include_option = format!("--include-path={}", include_path.to_str().unwrap());
+    let cccl_include_path = cccl_include_path();
+    let cccl_include_option = format!("--include-path={}", cccl_include_path.to_str().unwrap());
+    let mut options = vec![arch, include_option.as_str(), "-lineinfo"];
+    if cccl_include_path.exists() {
+        options.push(&cccl_include_option);
+    }
+
+    // SAFETY: Calling NVRTC FFI to create, compile, and extract PTX from a program.
+    // The `CString` source is null-terminated and outlives the program. On compilation
+    // failure, the error log is retrieved and reported before returning.
+    unsafe {
+        // I'd like to set the name to the kernel name, but keep getting UTF-8 errors so let's
+        // leave it `None` for now
+        let c_source = CString::from_str(source).unwrap();
+        let program =
+            cudarc::nvrtc::result::create_program(c_source.as_c_str(), None).map_err(|err| {
+                CompilationError::Generic {
+                    reason: format!("{err}"),
+                    backtrace: BackTrace::capture(),
+                }
+            })?;
+        if cudarc::nvrtc::result::compile_program(program, &options).is_err() {
+            let log_raw = cudarc::nvrtc::result::get_program_log(program).map_err(|err| {
+                CompilationError::Generic {
+                    reason: format!("{err}"),
+                    backtrace: BackTrace::capture(),
+                }
+            })?;
+
+            let log_ptr = log_raw.as_ptr();
+            let log = CStr::from_ptr(log_ptr).to_str().unwrap();
+            let mut message = "[Compilation Error] ".to_string();
+            for line in log.split('\n') {
+                if !line.is_empty() {
+                    message += format!("\n    {line}").as_str();
+                }
+            }
+            Err(CompilationError::Generic {
+                reason: format!("{message}\n[Source]  \n{source}"),
+                backtrace: BackTrace::capture(),
+            })?;
+        };
+        cudarc::nvrtc::result::get_ptx(program).map_err(|err| CompilationError::Generic {
+            reason: format!("{err}"),
+            backtrace: BackTrace::capture(),
+        })
     }
 }
 

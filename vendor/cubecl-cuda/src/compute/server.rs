@@ -187,6 +187,14 @@ impl Server for CudaServer {
         launch_mode: LaunchMode,
     ) {
         let kernel_id = kernel.id();
+        // engram patch: a compile-ahead launch hands its kernel to the background compiler.
+        let logger = self.streams.logger.clone();
+        let Some(kernel) = self
+            .ctx
+            .prepare_in_background(&kernel_id, kernel, launch_mode, &logger)
+        else {
+            return;
+        };
         if self.compile_failed(&kernel_id, kernel, &bindings, stream_id, launch_mode) {
             return;
         }

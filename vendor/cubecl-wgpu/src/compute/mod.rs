@@ -2,7 +2,6 @@ pub(crate) mod controller;
 pub(crate) mod copies;
 pub(crate) mod device_poison;
 
-pub mod background;
 mod graph;
 mod storage;
 

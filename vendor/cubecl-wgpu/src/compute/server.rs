@@ -104,7 +104,7 @@ pub struct WgpuServer<C: WgpuCompiler> {
     /// the client. `end_capture` inserts, `replay` looks up, `graph_destroy`
     /// removes (dropping the [`WgpuGraph`] unpins the buffers it retained).
     graphs: HashMap<GraphId, WgpuGraph>,
-    /// engram patch: the kernels being compiled in the background ([`super::background`]), each
+    /// engram patch: the kernels being compiled in the background (`cubecl_server::dry_run::pool`), each
     /// with where its compile's result arrives.
     background: HashMap<KernelId, std::sync::mpsc::Receiver<Result<Built, LaunchError>>>,
     _compiler: PhantomData<C>,
@@ -300,7 +300,7 @@ impl<C: WgpuCompiler> WgpuServer<C> {
     }
 }
 
-/// engram patch: compiling kernels in the background ([`super::background`]).
+/// engram patch: compiling kernels in the background (`cubecl_server::dry_run::pool`).
 impl<C: WgpuCompiler> WgpuServer<C> {
     /// Hands a [`LaunchMode::Prepare`] launch's kernel to the background compiler and returns
     /// `None`: the launch is done. Hands the kernel back for the usual path where the launch is
@@ -314,7 +314,7 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         launch_mode: LaunchMode,
     ) -> Option<Box<dyn CubeKernel>> {
         self.drain_background();
-        if !launch_mode.is_prepare() || !super::background::enabled() {
+        if !launch_mode.is_prepare() || !cubecl_server::dry_run::pool::enabled() {
             return Some(kernel);
         }
         let compiler = C::init(self.backend, &self.compilation_options);
@@ -345,7 +345,7 @@ impl<C: WgpuCompiler> WgpuServer<C> {
             let done = compile_detached(compiler, &options, kernel, &maker, &utilities, &logger);
             let _ = sender.send(done);
         });
-        match super::background::spawn(job) {
+        match cubecl_server::dry_run::pool::spawn(job) {
             Ok(()) => {
                 self.background.insert(kernel_id, receiver);
             }

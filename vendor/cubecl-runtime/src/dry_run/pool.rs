@@ -1,21 +1,23 @@
-//! engram patch: kernels compiled on threads of their own, ahead of their launch.
+//! engram patch: the pool of threads that compile kernels ahead of their launch, for every
+//! server of the process (moved here from engram's cubecl-wgpu, so that cubecl-cuda shares it).
 //!
 //! Upstream compiles a kernel on the server's thread, inside the launch that first needs it, so
 //! the candidates autotune benchmarks for a key are compiled one after another, each while the
-//! device waits. engram's patched cubecl-runtime runs each candidate of a key once as a
-//! [`LaunchMode::Prepare`](cubecl_server::dry_run::LaunchMode::Prepare) launch before any is
-//! benchmarked; the server hands each such kernel to this pool and returns at once, so that the
-//! candidates compile side by side — CubeCL's expansion, the SPIR-V compiler and the driver's
-//! pipeline build, all three. The launch that next needs one of them waits for its compile
-//! ([`super::server`]'s `pipeline`).
+//! device waits. Under [`set_compile_ahead`](super::set_compile_ahead) the tuner runs each
+//! candidate of a key once as a [`LaunchMode::Prepare`](super::LaunchMode::Prepare) launch before
+//! any is benchmarked; a server that can compile off its thread hands each such kernel to this
+//! pool ([`spawn`]) and returns at once, so the candidates compile side by side. The launch that
+//! next needs one of them waits for its compile.
 //!
 //! The pool has `CUBECL_COMPILE_THREADS` threads (read once per process; default: one less than
 //! the host's parallelism, at most 16, which leaves a core to the server's thread; `0` turns it
 //! off, and every kernel is compiled on the server's thread again, as upstream does). It is
-//! shared by every server of the process and started on first use. With one thread there is
-//! nothing to overlap — the server waits for the first candidate while the thread compiles them
-//! in turn — so a caller turns compiling ahead on only from two ([`threads`]).
+//! started on first use. With one thread there is nothing to overlap — the server waits for the
+//! first candidate while the thread compiles them in turn — so a caller turns compiling ahead on
+//! only from two ([`threads`]).
 
+use std::boxed::Box;
+use std::format;
 use std::sync::{Mutex, OnceLock, mpsc};
 
 /// The variable that sets the pool's size; `0` turns compiling in the background off.
@@ -28,7 +30,8 @@ pub const THREAD_PREFIX: &str = "cubecl-compile-";
 /// The most threads the pool starts by default.
 const MAX_DEFAULT_THREADS: usize = 16;
 
-type Job = Box<dyn FnOnce() + Send + 'static>;
+/// A compile handed to the pool.
+pub type Job = Box<dyn FnOnce() + Send + 'static>;
 
 /// The pool's queue, or `None` when it is off.
 static POOL: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
@@ -91,7 +94,7 @@ fn pool() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
 }
 
 /// Queues `job` on the pool; hands it back when there is no pool.
-pub(crate) fn spawn(job: Job) -> Result<(), Job> {
+pub fn spawn(job: Job) -> Result<(), Job> {
     let Some(pool) = pool() else {
         return Err(job);
     };
