@@ -40,8 +40,9 @@ pub struct CompilePhases {
     pub driver_s: f64,
     /// By kernel type, the most seconds first.
     pub by_kernel: Vec<KernelCompile>,
-    /// Of the kernels, those compiled ahead of their launch on the patched cubecl-wgpu's
-    /// threads (autotune's candidates, side by side: [`crate::compile_ahead`]).
+    /// Of the kernels, those compiled ahead of their launch on the compile threads of engram's
+    /// patched cubecl-runtime, which its cubecl-wgpu and cubecl-cuda share (autotune's
+    /// candidates, side by side: [`crate::compile_ahead`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ahead: u64,
     /// How many of those threads compiled them.
@@ -344,7 +345,7 @@ mod tests {
         assert!(!json.contains("ahead"), "left out when nothing was: {json}");
     }
 
-    /// A line logged on one of the patched cubecl-wgpu's compile threads counts as compiled
+    /// A line logged on one of the patched cubecl-runtime's compile threads counts as compiled
     /// ahead, with the thread; one logged elsewhere does not.
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     #[test]
