@@ -88,6 +88,36 @@ mod tests {
         assert!(threads_setting(Some("-1")).is_err());
     }
 
+    /// The patched cubecl-runtime's bookkeeping of compiles handed to its pool, which the wgpu
+    /// and CUDA servers share: results arrive by key, once each, and a job that panics is lost
+    /// (its launch then compiles the kernel itself).
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    #[test]
+    fn compiles_handed_to_the_pool_arrive_by_key() {
+        use cubecl_runtime::dry_run::pool::{Pending, enabled};
+        let mut pending: Pending<u32, u32> = Pending::default();
+        if !enabled() {
+            assert!(!pending.spawn(1, || 10), "no pool: nothing on its way");
+            assert_eq!(pending.wait(&1), None);
+            return;
+        }
+        assert!(pending.spawn(1, || 10));
+        assert!(pending.spawn(2, || 20));
+        assert!(pending.spawn(3, || panic!("a lost compile (expected in this test)")));
+        assert!(pending.contains(&2));
+        assert_eq!(pending.wait(&1), Some(10));
+        assert!(!pending.contains(&1));
+        assert_eq!(pending.wait(&1), None, "forgotten once waited for");
+        assert_eq!(pending.wait(&3), None, "a job that panicked");
+        let mut done = Vec::new();
+        while pending.contains(&2) {
+            done.extend(pending.finished());
+            std::thread::yield_now();
+        }
+        assert_eq!(done, [(2, 20)]);
+        assert!(pending.finished().is_empty());
+    }
+
     #[test]
     fn cuda_compiles_ahead_only_when_asked() {
         for off in [None, Some(""), Some("off"), Some("0"), Some("No")] {

@@ -67,8 +67,7 @@ pub(crate) struct CudaContext {
     last_load: std::time::Duration,
     /// engram patch: the kernels being compiled in the background (`cubecl_server::dry_run::pool`),
     /// each with where its compile's result arrives.
-    background:
-        std::collections::HashMap<KernelId, std::sync::mpsc::Receiver<Result<Built, LaunchError>>>,
+    background: cubecl_server::dry_run::pool::Pending<KernelId, Result<Built, LaunchError>>,
 }
 
 /// engram patch: a kernel compiled and loaded on a background thread ([`compile_detached`]), to
@@ -167,7 +166,7 @@ impl CudaContext {
             properties,
             build_id: build_id_hash(),
             last_load: std::time::Duration::ZERO,
-            background: std::collections::HashMap::new(),
+            background: Default::default(),
         }
     }
 
@@ -227,16 +226,9 @@ impl CudaContext {
         logger: Arc<ServerLogger>,
     ) -> Result<(), LaunchError> {
         // engram patch: a kernel compiled in the background is waited for, then finished here.
-        if let Some(done) = self.background.remove(kernel_id) {
-            match done.recv() {
-                Ok(Ok(built)) => {
-                    self.finish_background(kernel_id, built);
-                    return Ok(());
-                }
-                Ok(Err(err)) => return Err(err),
-                // The job was lost (it panicked): compiled here instead, as upstream does.
-                Err(_) => {}
-            }
+        // A job that was lost (it panicked) gives `None`: compiled here instead, as upstream does.
+        if let Some(done) = self.background.wait(kernel_id) {
+            return done.map(|built| self.finish_background(kernel_id, built));
         }
         let mut recording = CompilationRecording::new(kernel_id);
         let key = match self.try_load_cached(kernel_id)? {
@@ -588,7 +580,7 @@ impl CudaContext {
         if !launch_mode.is_prepare() || !cubecl_server::dry_run::pool::enabled() {
             return Some(kernel);
         }
-        if self.background.contains_key(kernel_id) || self.modules.contains(kernel_id) {
+        if self.background.contains(kernel_id) || self.modules.contains(kernel_id) {
             return None;
         }
         match self.try_load_cached(kernel_id) {
@@ -601,15 +593,16 @@ impl CudaContext {
             Err(_) => return Some(kernel),
         }
 
-        let (sender, receiver) = std::sync::mpsc::channel();
         let job_id = kernel_id.clone();
         let options = self.compilation_options.clone();
         let properties = self.properties.clone();
         let arch = self.nvrtc_arch();
         let context = SharedContext(self.context);
         let logger = logger.clone();
-        let job = Box::new(move || {
-            let done = compile_detached(
+        // Where there is no pool after all, the kernel went with the job, and its first launch
+        // compiles it.
+        self.background.spawn(kernel_id.clone(), move || {
+            compile_detached(
                 &job_id,
                 kernel,
                 &options,
@@ -617,36 +610,15 @@ impl CudaContext {
                 &arch,
                 context,
                 &logger,
-            );
-            let _ = sender.send(done);
+            )
         });
-        match cubecl_server::dry_run::pool::spawn(job) {
-            Ok(()) => {
-                self.background.insert(kernel_id.clone(), receiver);
-            }
-            // No pool after all: the kernel went with the job, and its first launch compiles it.
-            Err(_) => {}
-        }
         None
     }
 
     /// Finishes the background compiles that are done, so that what they built is kept even
     /// where no launch comes to wait for it.
     fn drain_background(&mut self) {
-        if self.background.is_empty() {
-            return;
-        }
-        let pending: Vec<KernelId> = self.background.keys().cloned().collect();
-        for kernel_id in pending {
-            let result = match self.background.get(&kernel_id).map(|r| r.try_recv()) {
-                Some(Ok(result)) => result,
-                Some(Err(std::sync::mpsc::TryRecvError::Empty)) | None => continue,
-                Some(Err(std::sync::mpsc::TryRecvError::Disconnected)) => {
-                    self.background.remove(&kernel_id);
-                    continue;
-                }
-            };
-            self.background.remove(&kernel_id);
+        for (kernel_id, result) in self.background.finished() {
             // A failed compile is left to the launch that needs the kernel, which compiles it
             // again and reports the error.
             if let Ok(built) = result {

@@ -104,3 +104,66 @@ pub fn spawn(job: Job) -> Result<(), Job> {
     };
     sender.send(job).map_err(|mpsc::SendError(job)| job)
 }
+
+/// The compiles a server has handed to the pool, by key (a kernel's id), each with where its
+/// result arrives; the server's thread collects them ([`Pending::wait`], [`Pending::finished`]).
+pub struct Pending<K, T> {
+    jobs: std::collections::HashMap<K, mpsc::Receiver<T>>,
+}
+
+impl<K, T> core::fmt::Debug for Pending<K, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Pending")
+            .field("compiles", &self.jobs.len())
+            .finish()
+    }
+}
+
+impl<K: core::hash::Hash + Eq + Clone, T: Send + 'static> Default for Pending<K, T> {
+    fn default() -> Self {
+        Self {
+            jobs: std::collections::HashMap::new(),
+        }
+    }
+}
+
+impl<K: core::hash::Hash + Eq + Clone, T: Send + 'static> Pending<K, T> {
+    /// Whether `key`'s compile is on its way.
+    pub fn contains(&self, key: &K) -> bool {
+        self.jobs.contains_key(key)
+    }
+
+    /// Runs `work` on the pool as `key`'s compile. Returns `false`, `work` dropped, where there
+    /// is no pool.
+    pub fn spawn(&mut self, key: K, work: impl FnOnce() -> T + Send + 'static) -> bool {
+        let (sender, receiver) = mpsc::channel();
+        let job = Box::new(move || {
+            let _ = sender.send(work());
+        });
+        let spawned = spawn(job).is_ok();
+        if spawned {
+            self.jobs.insert(key, receiver);
+        }
+        spawned
+    }
+
+    /// Waits for `key`'s result and forgets the compile: `None` where none was on its way, or
+    /// where its job was lost (it panicked).
+    pub fn wait(&mut self, key: &K) -> Option<T> {
+        self.jobs.remove(key)?.recv().ok()
+    }
+
+    /// The results that have arrived, their compiles forgotten (a lost job is forgotten too).
+    pub fn finished(&mut self) -> std::vec::Vec<(K, T)> {
+        let mut done = std::vec::Vec::new();
+        self.jobs.retain(|key, receiver| match receiver.try_recv() {
+            Ok(result) => {
+                done.push((key.clone(), result));
+                false
+            }
+            Err(mpsc::TryRecvError::Empty) => true,
+            Err(mpsc::TryRecvError::Disconnected) => false,
+        });
+        done
+    }
+}

@@ -106,7 +106,7 @@ pub struct WgpuServer<C: WgpuCompiler> {
     graphs: HashMap<GraphId, WgpuGraph>,
     /// engram patch: the kernels being compiled in the background (`cubecl_server::dry_run::pool`), each
     /// with where its compile's result arrives.
-    background: HashMap<KernelId, std::sync::mpsc::Receiver<Result<Built, LaunchError>>>,
+    background: cubecl_server::dry_run::pool::Pending<KernelId, Result<Built, LaunchError>>,
     _compiler: PhantomData<C>,
 }
 
@@ -208,7 +208,7 @@ impl<C: WgpuCompiler> WgpuServer<C> {
             utilities: Arc::new(utilities),
             shared_bindings_pool: LeasePool::with_capacity(tasks_max * max_streams as usize),
             graphs: HashMap::new(),
-            background: HashMap::new(),
+            background: Default::default(),
             _compiler: PhantomData,
         }
     }
@@ -259,13 +259,9 @@ impl<C: WgpuCompiler> WgpuServer<C> {
         }
 
         // engram patch: a kernel compiled in the background is waited for, then finished here.
-        if let Some(done) = self.background.remove(&kernel_id) {
-            match done.recv() {
-                Ok(Ok(built)) => return Ok(self.finish_compile(kernel_id, built)),
-                Ok(Err(err)) => return Err(err),
-                // The job was lost (it panicked): compiled here instead, as upstream does.
-                Err(_) => {}
-            }
+        // A job that was lost (it panicked) gives `None`: compiled here instead, as upstream does.
+        if let Some(done) = self.background.wait(&kernel_id) {
+            return done.map(|built| self.finish_compile(kernel_id, built));
         }
 
         let recording = CompilationRecording::new(&kernel_id);
@@ -322,7 +318,7 @@ impl<C: WgpuCompiler> WgpuServer<C> {
             return Some(kernel);
         }
         let kernel_id = kernel.id();
-        if self.background.contains_key(&kernel_id) || self.pipelines.contains(&kernel_id) {
+        if self.background.contains(&kernel_id) || self.pipelines.contains(&kernel_id) {
             return None;
         }
         match self.load_cached_pipeline(&kernel_id, args, kernel_id.mode) {
@@ -336,42 +332,22 @@ impl<C: WgpuCompiler> WgpuServer<C> {
             Err(_) => return Some(kernel),
         }
 
-        let (sender, receiver) = std::sync::mpsc::channel();
         let options = self.compilation_options.clone();
         let maker = self.maker();
         let utilities = self.utilities.clone();
         let logger = self.scheduler.logger.clone();
-        let job = Box::new(move || {
-            let done = compile_detached(compiler, &options, kernel, &maker, &utilities, &logger);
-            let _ = sender.send(done);
+        // Where there is no pool after all, the kernel went with the job, and its first launch
+        // compiles it.
+        self.background.spawn(kernel_id, move || {
+            compile_detached(compiler, &options, kernel, &maker, &utilities, &logger)
         });
-        match cubecl_server::dry_run::pool::spawn(job) {
-            Ok(()) => {
-                self.background.insert(kernel_id, receiver);
-            }
-            // No pool after all: the kernel went with the job, and its first launch compiles it.
-            Err(_) => {}
-        }
         None
     }
 
     /// Finishes the background compiles that are done, so that what they built is kept even
     /// where no launch comes to wait for it.
     fn drain_background(&mut self) {
-        if self.background.is_empty() {
-            return;
-        }
-        let done: Vec<KernelId> = self.background.keys().cloned().collect();
-        for kernel_id in done {
-            let result = match self.background.get(&kernel_id).map(|r| r.try_recv()) {
-                Some(Ok(result)) => result,
-                Some(Err(std::sync::mpsc::TryRecvError::Empty)) | None => continue,
-                Some(Err(std::sync::mpsc::TryRecvError::Disconnected)) => {
-                    self.background.remove(&kernel_id);
-                    continue;
-                }
-            };
-            self.background.remove(&kernel_id);
+        for (kernel_id, result) in self.background.finished() {
             // A failed compile is left to the launch that needs the kernel, which compiles it
             // again and reports the error.
             if let Ok(built) = result {
