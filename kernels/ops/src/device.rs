@@ -43,28 +43,25 @@ pub fn device_from_name(name: &str) -> Result<Device> {
         ),
         None => (lower.clone(), None),
     };
-    let resolved = match kind.as_str() {
-        "auto" => available_backends()[0],
-        k => k,
-    };
-    if matches!(resolved, "wgpu" | "vulkan") {
+    if kind == "auto" {
+        return device_from_name(available_backends()[0]);
+    }
+    let gpu = is_gpu_backend(&kind);
+    if backend_kind(&kind) == "wgpu" {
         // Before the kernel cache, whose database the compiler names.
         env_setting(name, WGPU_COMPILER_VAR, wgpu_compiler_setting)?;
     }
-    #[cfg(any(feature = "wgpu", feature = "cuda"))]
-    if matches!(resolved, "wgpu" | "vulkan" | "cuda") {
+    if gpu {
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         env_setting(
             name,
             crate::compile_ahead::THREADS_VAR,
             crate::compile_ahead::threads_setting,
         )?;
-    }
-    if matches!(resolved, "wgpu" | "vulkan" | "cuda") {
         // CubeCL's kernel cache and compile counting, set before its first device exists.
         crate::kernel_cache::configure();
     }
     match kind.as_str() {
-        "auto" => device_from_name(available_backends()[0]),
         "cpu" | "flex" => Ok(Device::flex()),
         "wgpu" | "vulkan" => {
             #[cfg(feature = "wgpu")]
