@@ -189,6 +189,28 @@ fn on_a_gpu_backend_the_kernel_warm_up_runs_first_and_the_rest_load_its_kernels(
     });
     let (lead, follow) = assert_warmed_up(&r);
     eprintln!("kernels compiled: leader {lead}, follower {follow}");
+    // Resumed without the follower's record: its method ran on this cache before, so the cell
+    // starts at once, with no leader to wait for; a new cache directory is cold again.
+    std::fs::remove_file(r.join("cells/n8-lora-r4.json")).unwrap();
+    let resumed = |cache: &Path| {
+        ok(engram()
+            .env("ENGRAM_KERNEL_CACHE", cache)
+            .args(["sweep", "--executor", "slurm", "--emit-only", "--results"])
+            .arg(&r)
+            .arg(&exp))
+    };
+    let warm = resumed(&cache);
+    assert!(
+        warm.contains("kernel warm-up: not needed for the methods of n4-lora-r4")
+            && !warm.contains("-first")
+            && warm.contains("mem-1GB: 1 cells"),
+        "{warm}"
+    );
+    let cold = resumed(&dir.path().join("other-kernels"));
+    assert!(
+        cold.contains("kernel warm-up: 1 of the 1 cells") && !cold.contains("not needed"),
+        "{cold}"
+    );
 }
 
 /// [`tiny_experiment`] as a GPU sweep: on wgpu (llvmpipe without a GPU), its LoRA cells alone

@@ -6,7 +6,7 @@
 //! selects from its plan by equality — no id is matched or parsed — and whose configuration hash
 //! it checks against the experiment as it is when the task runs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -20,7 +20,7 @@ use crate::experiment::Experiment;
 use crate::facts::{load_pool, samples};
 use crate::plan::{PlannedCell, plan};
 use crate::record::ResultsDir;
-use crate::warm_up::leaders;
+use crate::warm_up::{leaders, warm_cells};
 
 /// The manifest's file name inside its launch directory.
 pub const MANIFEST: &str = "manifest.json";
@@ -76,6 +76,10 @@ pub struct Manifest {
     pub cells: Vec<FrozenCell>,
     /// The classes, in the order of `cells`.
     pub classes: Vec<ResourceClass>,
+    /// With the kernel warm-up: a done cell (id) for each method with cells to run whose kernels
+    /// are in the cache already (`warm_up.rs`): that method's cells start without a leader.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warm: Vec<String>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -103,8 +107,8 @@ struct Member {
 
 /// Freezes the cells of `exp` that `only` selects and that are not done in `results`, with
 /// estimates at `flops` FLOP/s; with `warm_up`, the leaders of the kernel warm-up
-/// (`warm_up.rs`: the cheapest cell of each method) come first in each class. An empty manifest (nothing to do) is
-/// returned as such.
+/// (`warm_up.rs`: the cheapest cell of each method whose kernels no done cell left in the cache)
+/// come first in each class. An empty manifest (nothing to do) is returned as such.
 pub fn freeze(
     exp: &Experiment,
     configs: &Path,
@@ -123,9 +127,22 @@ pub fn freeze(
         );
     }
     let arch = architecture(exp);
+    let mut warm: Vec<Cell> = match warm_up {
+        true => warm_cells(&planned, &ResultsDir::new(results), &exp.backend)
+            .into_iter()
+            .map(|p| p.cell)
+            .collect(),
+        false => Vec::new(),
+    };
     let planned: Vec<PlannedCell> = planned.into_iter().filter(PlannedCell::runs).collect();
+    // One warm cell for each method that has cells to run.
+    let mut named = BTreeSet::new();
+    warm.retain(|w| planned.iter().any(|p| p.cell.method == w.method) && named.insert(w.method));
     let lead = match warm_up {
-        true => leaders(&planned.iter().map(|p| p.cell).collect::<Vec<_>>()),
+        true => leaders(
+            &planned.iter().map(|p| p.cell).collect::<Vec<_>>(),
+            &warm.iter().map(|c| c.method).collect::<BTreeSet<_>>(),
+        ),
         false => vec![false; planned.len()],
     };
     // Classes smallest first; inside each, its leaders, then the rest, each in table order.
@@ -173,6 +190,7 @@ pub fn freeze(
             .as_secs(),
         cells,
         classes,
+        warm: warm.iter().map(Cell::id).collect(),
     })
 }
 

@@ -430,6 +430,7 @@ mod tests {
             created_unix: 0,
             cells: Vec::new(),
             classes: Vec::new(),
+            warm: Vec::new(),
         };
         for (name, cells, leaders) in classes {
             m.classes.push(ResourceClass {

@@ -20,12 +20,20 @@
 //! cache off nothing is kept: there the cells start together. Several devices of one machine
 //! (`--devices`) get no warm-up: their workers own their GPUs anyway, and two cold workers on
 //! llvmpipe shared kernels through the cache as they went (96 s, against 99 s warmed up).
+//!
+//! A resumed sweep needs no leader for a method that has already run: where a cell of it is
+//! done on the same kind of backend, by this engram version, with the kernel cache in the
+//! directory this sweep's cells will use ([`warm_cells`]), its kernels are in that cache, and
+//! every remaining cell of the method starts at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use engram_model::kernel_cache::CacheSetting;
 
 use crate::cells::{Cell, Method};
+use crate::plan::{CellState, PlannedCell};
+use crate::record::{CellRecord, Found, ResultsDir};
 
 /// Whether a sweep on `backend` gets a kernel warm-up: a GPU backend (or `auto` in a build that
 /// has one), not turned off (`off`: the user's `--no-kernel-warm-up`), with a kernel cache to
@@ -34,11 +42,53 @@ pub fn wanted(backend: &str, off: bool) -> bool {
     engram_model::is_gpu_backend(backend) && !off && CacheSetting::from_env() != CacheSetting::Off
 }
 
-/// Which of `cells` lead: for each method, its cell with the fewest facts (the first replicate
-/// among equals). One flag per cell, in order.
-pub fn leaders(cells: &[Cell]) -> Vec<bool> {
+/// The cells of `planned` whose kernels are in the cache already: done in `results` on
+/// `backend`'s kind of GPU backend, by this engram version, with the kernel cache in the
+/// directory this process's setting names ([`CacheSetting::from_env`]; the cells of a Slurm
+/// sweep inherit the submitter's environment). Their methods need no warm-up leader.
+pub fn warm_cells<'a>(
+    planned: &'a [PlannedCell],
+    results: &ResultsDir,
+    backend: &str,
+) -> Vec<&'a PlannedCell> {
+    let CacheSetting::Dir(dir) = CacheSetting::from_env() else {
+        return Vec::new();
+    };
+    planned
+        .iter()
+        .filter(|p| p.state == CellState::Done)
+        .filter(|p| match results.read(&p.cell.id()) {
+            Found::Record(r) => compiled_into(&r, backend, &dir),
+            _ => false,
+        })
+        .collect()
+}
+
+/// Whether `record` was made on `backend`'s kind of GPU backend by this engram version, with
+/// its kernel cache's database in `dir`.
+fn compiled_into(record: &CellRecord, backend: &str, dir: &Path) -> bool {
+    let kind = engram_model::backend_kind;
+    let database = record.kernels.as_ref().and_then(|k| k.cache.as_deref());
+    engram_model::is_gpu_backend(backend)
+        && kind(&record.versions.backend) == kind(backend)
+        && record.versions.engram == env!("CARGO_PKG_VERSION")
+        && database.and_then(Path::parent).map(absolute) == Some(absolute(dir))
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Which of `cells` lead: for each method not in `warm` (methods whose kernels an earlier run
+/// left in the cache), its cell with the fewest facts (the first replicate among equals). One
+/// flag per cell, in order.
+pub fn leaders(cells: &[Cell], warm: &BTreeSet<Method>) -> Vec<bool> {
     let mut first: BTreeMap<Method, usize> = BTreeMap::new();
-    for (i, c) in cells.iter().enumerate() {
+    for (i, c) in cells
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !warm.contains(&c.method))
+    {
         let key = |c: &Cell| (c.facts, c.replicate);
         first
             .entry(c.method)
@@ -76,11 +126,80 @@ mod tests {
             Cell::new(1000, Method::Lora { rank: 64 }),
             Cell::new(100, Method::Rag),
         ];
+        let none = BTreeSet::new();
         assert_eq!(
-            leaders(&cells),
+            leaders(&cells, &none),
             [false, false, true, true, true, false, false]
         );
-        assert!(leaders(&[]).is_empty());
+        assert!(leaders(&[], &none).is_empty());
+        let warm = BTreeSet::from([Method::Lora { rank: 8 }]);
+        assert_eq!(
+            leaders(&cells, &warm),
+            [false, false, true, false, true, false, false],
+            "a method an earlier run compiled for leads no more"
+        );
+    }
+
+    /// A done record of a rank-8 cell made on `backend` with the kernel cache's database at
+    /// `database`, by engram `version`.
+    fn record(backend: &str, database: Option<&str>, version: &str) -> CellRecord {
+        use crate::record::{CellMetrics, CellStatus, Timings, Versions};
+        use engram_model::kernel_cache::CompileSummary;
+        let cell = Cell::new(10, Method::Lora { rank: 8 });
+        CellRecord {
+            format: crate::record::FORMAT,
+            experiment: "x".into(),
+            cell_id: cell.id(),
+            cell,
+            config_hash: "h".into(),
+            config: serde_json::json!({}),
+            status: CellStatus::Done,
+            error: None,
+            accuracy: Some(1.0),
+            metrics: CellMetrics::default(),
+            questions: Vec::new(),
+            timings: Timings::default(),
+            kernels: backend.starts_with("wgpu").then(|| CompileSummary {
+                kernels_compiled: 150,
+                cache: database.map(PathBuf::from),
+                ..CompileSummary::default()
+            }),
+            versions: Versions {
+                engram: version.into(),
+                backend: backend.into(),
+                ..Versions::default()
+            },
+            finished_unix: 0,
+        }
+    }
+
+    #[test]
+    fn a_cell_done_on_the_same_backend_and_cache_left_its_kernels_there() {
+        let v = env!("CARGO_PKG_VERSION");
+        let db = format!("/k/engram-{v}.db");
+        let dir = Path::new("/k");
+        assert!(compiled_into(&record("wgpu", Some(&db), v), "vulkan", dir));
+        assert!(compiled_into(&record("wgpu:1", Some(&db), v), "wgpu", dir));
+        assert!(
+            !compiled_into(&record("wgpu", Some(&db), v), "wgpu", Path::new("/other")),
+            "another cache directory"
+        );
+        assert!(
+            !compiled_into(&record("wgpu", None, v), "wgpu", dir),
+            "run without a cache"
+        );
+        assert!(
+            !compiled_into(&record("wgpu", Some(&db), "0.0.1"), "wgpu", dir),
+            "another engram version keeps a database of its own"
+        );
+        assert!(
+            !compiled_into(&record("cpu", None, v), "wgpu", dir),
+            "done on the CPU"
+        );
+        assert!(
+            !compiled_into(&record("wgpu", Some(&db), v), "cuda", dir),
+            "another backend"
+        );
     }
 
     #[test]

@@ -88,6 +88,12 @@ pub fn submitted(s: &Submitted, exp: &Experiment) -> Result<()> {
             m.cells.len()
         );
     }
+    if !m.warm.is_empty() {
+        println!(
+            "kernel warm-up: not needed for the methods of {} (done on this backend before, their kernels are in the cache)",
+            m.warm.join(", ")
+        );
+    }
     for a in &launch.arrays {
         let job = a
             .job
