@@ -6,7 +6,7 @@
 //! selects from its plan by equality — no id is matched or parsed — and whose configuration hash
 //! it checks against the experiment as it is when the task runs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -127,22 +127,13 @@ pub fn freeze(
         );
     }
     let arch = architecture(exp);
-    let mut warm: Vec<Cell> = match warm_up {
-        true => warm_cells(&planned, &ResultsDir::new(results), &exp.backend)
-            .into_iter()
-            .map(|p| p.cell)
-            .collect(),
-        false => Vec::new(),
+    let warm = match warm_up {
+        true => warm_cells(&planned, &ResultsDir::new(results), &exp.backend),
+        false => BTreeMap::new(),
     };
     let planned: Vec<PlannedCell> = planned.into_iter().filter(PlannedCell::runs).collect();
-    // One warm cell for each method that has cells to run.
-    let mut named = BTreeSet::new();
-    warm.retain(|w| planned.iter().any(|p| p.cell.method == w.method) && named.insert(w.method));
     let lead = match warm_up {
-        true => leaders(
-            &planned.iter().map(|p| p.cell).collect::<Vec<_>>(),
-            &warm.iter().map(|c| c.method).collect::<BTreeSet<_>>(),
-        ),
+        true => leaders(&planned.iter().map(|p| p.cell).collect::<Vec<_>>(), &warm),
         false => vec![false; planned.len()],
     };
     // Classes smallest first; inside each, its leaders, then the rest, each in table order.
@@ -190,7 +181,7 @@ pub fn freeze(
             .as_secs(),
         cells,
         classes,
-        warm: warm.iter().map(Cell::id).collect(),
+        warm: warm.values().map(Cell::id).collect(),
     })
 }
 

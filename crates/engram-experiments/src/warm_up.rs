@@ -42,26 +42,38 @@ pub fn wanted(backend: &str, off: bool) -> bool {
     engram_model::is_gpu_backend(backend) && !off && CacheSetting::from_env() != CacheSetting::Off
 }
 
-/// The cells of `planned` whose kernels are in the cache already: done in `results` on
-/// `backend`'s kind of GPU backend, by this engram version, with the kernel cache in the
-/// directory this process's setting names ([`CacheSetting::from_env`]; the cells of a Slurm
-/// sweep inherit the submitter's environment). Their methods need no warm-up leader.
-pub fn warm_cells<'a>(
-    planned: &'a [PlannedCell],
+/// For each method with a cell of `planned` still to run whose kernels are in the cache
+/// already, one of its cells that shows it: done in `results` on `backend`'s kind of GPU
+/// backend, by this engram version, with the kernel cache in the directory this process's
+/// setting names ([`CacheSetting::from_env`]; the cells of a Slurm sweep inherit the
+/// submitter's environment). Those methods need no warm-up leader. Records are read only until
+/// a method has its cell (`plan` read them once already, for their state).
+pub fn warm_cells(
+    planned: &[PlannedCell],
     results: &ResultsDir,
     backend: &str,
-) -> Vec<&'a PlannedCell> {
+) -> BTreeMap<Method, Cell> {
+    let mut warm = BTreeMap::new();
     let CacheSetting::Dir(dir) = CacheSetting::from_env() else {
-        return Vec::new();
+        return warm;
     };
-    planned
+    let to_run: BTreeSet<Method> = planned
         .iter()
-        .filter(|p| p.state == CellState::Done)
-        .filter(|p| match results.read(&p.cell.id()) {
-            Found::Record(r) => compiled_into(&r, backend, &dir),
-            _ => false,
-        })
-        .collect()
+        .filter(|p| p.runs())
+        .map(|p| p.cell.method)
+        .collect();
+    for p in planned.iter().filter(|p| p.state == CellState::Done) {
+        let method = p.cell.method;
+        if !to_run.contains(&method) || warm.contains_key(&method) {
+            continue;
+        }
+        if let Found::Record(r) = results.read(&p.cell.id())
+            && compiled_into(&r, backend, &dir)
+        {
+            warm.insert(method, p.cell);
+        }
+    }
+    warm
 }
 
 /// Whether `record` was made on `backend`'s kind of GPU backend by this engram version, with
@@ -80,14 +92,14 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 /// Which of `cells` lead: for each method not in `warm` (methods whose kernels an earlier run
-/// left in the cache), its cell with the fewest facts (the first replicate among equals). One
-/// flag per cell, in order.
-pub fn leaders(cells: &[Cell], warm: &BTreeSet<Method>) -> Vec<bool> {
+/// left in the cache: [`warm_cells`]), its cell with the fewest facts (the first replicate
+/// among equals). One flag per cell, in order.
+pub fn leaders(cells: &[Cell], warm: &BTreeMap<Method, Cell>) -> Vec<bool> {
     let mut first: BTreeMap<Method, usize> = BTreeMap::new();
     for (i, c) in cells
         .iter()
         .enumerate()
-        .filter(|(_, c)| !warm.contains(&c.method))
+        .filter(|(_, c)| !warm.contains_key(&c.method))
     {
         let key = |c: &Cell| (c.facts, c.replicate);
         first
@@ -126,13 +138,13 @@ mod tests {
             Cell::new(1000, Method::Lora { rank: 64 }),
             Cell::new(100, Method::Rag),
         ];
-        let none = BTreeSet::new();
+        let none = BTreeMap::<Method, Cell>::new();
         assert_eq!(
             leaders(&cells, &none),
             [false, false, true, true, true, false, false]
         );
         assert!(leaders(&[], &none).is_empty());
-        let warm = BTreeSet::from([Method::Lora { rank: 8 }]);
+        let warm = BTreeMap::from([(Method::Lora { rank: 8 }, lora(10, 0))]);
         assert_eq!(
             leaders(&cells, &warm),
             [false, false, true, false, true, false, false],
