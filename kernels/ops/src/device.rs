@@ -46,12 +46,11 @@ pub fn device_from_name(name: &str) -> Result<Device> {
     if kind == "auto" {
         return device_from_name(available_backends()[0]);
     }
-    let gpu = is_gpu_backend(&kind);
     if backend_kind(&kind) == "wgpu" {
         // Before the kernel cache, whose database the compiler names.
         env_setting(name, WGPU_COMPILER_VAR, wgpu_compiler_setting)?;
     }
-    if gpu {
+    if is_gpu_backend(&kind) {
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         env_setting(
             name,
