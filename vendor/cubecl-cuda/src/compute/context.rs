@@ -241,25 +241,15 @@ impl CudaContext {
 
         log::trace!("Compiling kernel");
 
-        validate_cube_dim(&self.properties, kernel_id)?;
-        validate_units(&self.properties, kernel_id)?;
-
-        // engram patch: each phase of the compile is timed (`crate::compile_phases`).
-        let expand_start = std::time::Instant::now();
-        let definition = cubecl_core::define_kernel(&*kernel)?;
-        recording.defined(&definition);
-        let expand = expand_start.elapsed();
-        let compile_start = std::time::Instant::now();
-        let jitc_kernel = CompiledKernel::compile(
+        // engram patch: validation, expansion and compilation are `expand_and_compile`, shared
+        // with the background compiles; each phase is timed (`crate::compile_phases`).
+        let (jitc_kernel, expand, compile) = expand_and_compile(
+            kernel_id,
             &*kernel,
-            definition,
-            &mut CudaCompiler::default(),
             &self.compilation_options,
+            &self.properties,
+            &mut recording,
         )?;
-        let compile = compile_start.elapsed();
-
-        self.validate_shared(&jitc_kernel.repr)?;
-        recording.source(&jitc_kernel.source);
 
         let compiler = match &jitc_kernel.repr {
             Some(CudaRepresentation::Llvm(_)) => "llvm",
@@ -307,13 +297,7 @@ impl CudaContext {
                 CudaBackend::Cpp => {
                     self.load_transpiled(kernel_id, key, jitc_kernel, logger, recording, to_ptx)
                 }
-                CudaBackend::Llvm => Err(CompilationError::Generic {
-                    reason: "the LLVM backend cannot load a precompiled kernel: it has no text to \
-                         compile from"
-                        .to_string(),
-                    backtrace: BackTrace::capture(),
-                }
-                .into()),
+                CudaBackend::Llvm => Err(no_text_for_llvm()),
             },
         }
     }
@@ -556,10 +540,6 @@ impl CudaContext {
 
         Ok(())
     }
-
-    fn validate_shared(&self, repr: &Option<CudaRepresentation>) -> Result<(), LaunchError> {
-        validate_shared(&self.properties, repr)
-    }
 }
 
 /// engram patch: compiling kernels in the background (`cubecl_server::dry_run::pool`), as the
@@ -655,6 +635,54 @@ impl CudaContext {
     }
 }
 
+/// engram patch: validates a kernel against the device, expands it and compiles it (to PTX for
+/// the LLVM backend, to CUDA C++ for NVRTC), closing those steps of `recording`; returns the
+/// compiled kernel with the seconds spent expanding and compiling. Upstream's
+/// [`CudaContext::compile_kernel`] did this inline; it is shared with [`compile_detached`].
+fn expand_and_compile(
+    kernel_id: &KernelId,
+    kernel: &dyn CubeKernel,
+    options: &CudaCompilationOptions,
+    properties: &DeviceProperties,
+    recording: &mut CompilationRecording,
+) -> Result<
+    (
+        CompiledKernel<CudaCompiler>,
+        std::time::Duration,
+        std::time::Duration,
+    ),
+    LaunchError,
+> {
+    validate_cube_dim(properties, kernel_id)?;
+    validate_units(properties, kernel_id)?;
+
+    let expand_start = std::time::Instant::now();
+    let definition = cubecl_core::define_kernel(kernel)?;
+    recording.defined(&definition);
+    let expand = expand_start.elapsed();
+
+    let compile_start = std::time::Instant::now();
+    let jitc_kernel =
+        CompiledKernel::compile(kernel, definition, &mut CudaCompiler::default(), options)?;
+    let compile = compile_start.elapsed();
+
+    validate_shared(properties, &jitc_kernel.repr)?;
+    recording.source(&jitc_kernel.source);
+    Ok((jitc_kernel, expand, compile))
+}
+
+/// The error of a precompiled kernel under the LLVM backend, which has no text to compile
+/// (engram patch: one function for the server's thread and the background compiles).
+fn no_text_for_llvm() -> LaunchError {
+    CompilationError::Generic {
+        reason: "the LLVM backend cannot load a precompiled kernel: it has no text to compile \
+             from"
+            .to_string(),
+        backtrace: BackTrace::capture(),
+    }
+    .into()
+}
+
 /// engram patch: what [`CudaContext::compile_kernel`] does for a kernel not in the PTX store,
 /// away from the server: validate, expand, compile (pliron → LLVM → PTX, or CUDA C++ and then
 /// NVRTC), and load the PTX in the server's context, which it makes current on this thread.
@@ -672,34 +700,15 @@ fn compile_detached(
     logger: &ServerLogger,
 ) -> Result<Built, LaunchError> {
     let mut recording = CompilationRecording::new(kernel_id);
-    validate_cube_dim(properties, kernel_id)?;
-    validate_units(properties, kernel_id)?;
-
-    let expand_start = std::time::Instant::now();
-    let definition = cubecl_core::define_kernel(&*kernel)?;
-    recording.defined(&definition);
-    let expand = expand_start.elapsed();
-
-    let compile_start = std::time::Instant::now();
-    let mut jitc_kernel =
-        CompiledKernel::compile(&*kernel, definition, &mut CudaCompiler::default(), options)?;
-    validate_shared(properties, &jitc_kernel.repr)?;
-    recording.source(&jitc_kernel.source);
+    let (mut jitc_kernel, expand, compile) =
+        expand_and_compile(kernel_id, &*kernel, options, properties, &mut recording)?;
     let nvrtc = match &jitc_kernel.repr {
         Some(CudaRepresentation::Llvm(_)) => false,
         Some(CudaRepresentation::Cpp(_)) => true,
         // A precompiled kernel, as `load_jit_kernel` routes it.
         None => match CudaBackend::default() {
             CudaBackend::Cpp => true,
-            CudaBackend::Llvm => {
-                return Err(CompilationError::Generic {
-                    reason: "the LLVM backend cannot load a precompiled kernel: it has no text \
-                         to compile from"
-                        .to_string(),
-                    backtrace: BackTrace::capture(),
-                }
-                .into());
-            }
+            CudaBackend::Llvm => return Err(no_text_for_llvm()),
         },
     };
     if logger.compilation_source_activated() {
@@ -710,6 +719,7 @@ fn compile_detached(
         }
     }
     logger.log_compilation(&jitc_kernel);
+    let to_ptx_start = std::time::Instant::now();
     let (ptx, cpp_hash) = match &jitc_kernel.repr {
         Some(CudaRepresentation::Llvm(module)) => (module.ptx.clone(), None),
         _ => (
@@ -717,7 +727,7 @@ fn compile_detached(
             Some(StableHasher::hash_one(&jitc_kernel.source)),
         ),
     };
-    let compile = compile_start.elapsed();
+    let compile = compile + to_ptx_start.elapsed();
     // A precompiled kernel declares its shared memory statically: the launch reserves none.
     let shared_mem_bytes = jitc_kernel
         .repr
@@ -787,8 +797,8 @@ fn load_module(
     }
 }
 
-/// Whether `repr`'s shared memory fits the device (engram patch: out of
-/// [`CudaContext::validate_shared`], which a background compile shares).
+/// Whether `repr`'s shared memory fits the device (engram patch: upstream's method
+/// `CudaContext::validate_shared`, a free function called by [`expand_and_compile`]).
 fn validate_shared(
     properties: &DeviceProperties,
     repr: &Option<CudaRepresentation>,
