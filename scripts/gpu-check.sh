@@ -4,43 +4,47 @@
 # valuable first, each with a time limit of its own (a hang or a slow compile cannot eat the
 # rest; a step that no longer fits before the deadline is skipped and named):
 #   1. engram selftest --backend cuda, cold, with the first kernel compiler of --compilers
-#      (default llvm: CUBECL_CUDA_COMPILER), an empty kernel cache and 200 s (on an H200 the LLVM
-#      one took 152 s, before the selftest checked RoPE and attention in bf16 too)
+#      (default llvm: CUBECL_CUDA_COMPILER), an empty kernel cache, 150 s, and autotune's
+#      candidates compiled ahead on the host's other cores (ENGRAM_CUDA_COMPILE_AHEAD=on, off by
+#      default until a GPU has shown that it works and pays). Where it ran to its report, the
+#      rest of the run compiles ahead too; where it crashed or hung, the selftest runs cold again
+#      with every kernel compiled on the device's thread (200 s; on an H200 that took 152 s,
+#      before the selftest checked RoPE and attention in bf16 too), and so does the rest
 #   2. the same again, warm                    (the cache from step 1: the warm start)
-#   3. engram bench matmul                     (each matrix product of the 8B step, timed on the
-#                                               device, beside torch's on the same shapes when
-#                                               --peft-python is given; skinny products also
-#                                               split along k)
-#   4. PEFT on the same random model and ranks (--peft-script, default
+#   3. PEFT on the same random model and ranks (--peft-script, default
 #                                               ../shared/peers/peft_random_bench.py, run by
 #                                               --peft-python; skipped without it)
-#   5. engram bench train at the first rank    (Llama-3.1-8B's architecture, random bf16 weights,
+#   4. engram bench train at the first rank    (Llama-3.1-8B's architecture, random bf16 weights,
 #                                               batch 8 × 64, 16 labels: tok/s, MFU, memory, the
 #                                               first step's seconds and kernels compiled, where
 #                                               the step's device time goes)
-#   6. engram bench train at the first rank again, in a new process (the warm first step), and
+#   5. engram bench train at the first rank again, in a new process (the warm first step), and
 #      then with --graph: the step captured once as a CUDA graph and replayed, beside the same
 #      step run eagerly (their losses compared step by step)
-#   7. the tiny memorization run on the backend and on the CPU (their exact match must agree), and
+#   6. the tiny memorization run on the backend and on the CPU (their exact match must agree), and
 #      the backend's adapter loaded by PEFT (peft_check_adapter.py beside --peft-script); then the
 #      same facts one per step with --graph (the run's step captured once and replayed; the CPU
 #      runs the same step eagerly), whose exact match must agree too
-#   8. engram bench matmul with each other compiler of --compilers (llvm,nvrtc compares the two:
+#   7. where step 1 compiled ahead: the selftest cold again, every kernel compiled on the
+#      device's thread, on an empty cache of its own (what compiling ahead bought step 1)
+#   8. engram bench matmul                     (each matrix product of the 8B step, timed on the
+#                                               device, beside torch's on the same shapes when
+#                                               --peft-python is given; skinny products also
+#                                               split along k)
+#   9. engram bench matmul with each other compiler of --compilers (llvm,nvrtc compares the two:
 #      an empty cache each, so its compile speed, and its kernels' speed on the same products;
 #      NVRTC is looked for on the machine — a CUDA toolkit, or the nvidia-cuda-nvrtc wheel beside
 #      torch — and skipped, named, where there is none)
 #      Then the same with each CubeCL autotune level of --autotune-levels (default none; e.g.
 #      minimal,extensive: CUBECL_AUTOTUNE_LEVEL, an empty cache each): what a cheaper or a
 #      fuller autotune costs in compiling and gives in kernel speed
-#   9. at each other rank: engram bench matmul on the adapters' products alone (each one's warm-up
+#  10. at each other rank: engram bench matmul on the adapters' products alone (each one's warm-up
 #      is its compile and autotune time), then engram bench train; then bench train at the first
 #      rank with bf16 adapter products
-#  10. engram bench generate at batch 1 and 16
-#  11. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
-#                                               f32's tolerances; its own autotune results);
-#      then cold again with ENGRAM_CUDA_COMPILE_AHEAD=on, on an empty cache of its own
-#      (autotune's candidates compiled ahead on the host's other cores: beside step 1)
-#  12. engram selftest --backend wgpu, twice   (where a Vulkan driver is present, or --wgpu;
+#  11. engram bench generate at batch 1 and 16
+#  12. engram selftest --backend cuda with ENGRAM_TF32=off (f32 matmuls kept in f32: checked to
+#                                               f32's tolerances; its own autotune results)
+#  13. engram selftest --backend wgpu, twice   (where a Vulkan driver is present, or --wgpu;
 #                                               --vulkan-deb DEB: Debian's libvulkan1 package,
 #                                               unpacked when the machine has no libvulkan.so.1);
 #      then cold again with CUBECL_COMPILE_THREADS=0 (every kernel compiled on the device's
@@ -226,11 +230,11 @@ find_nvrtc() {
         [ -f "$c" ] && { echo "$c"; return; }
     done
 }
-# use_compiler NAME: that compiler, its own kernel cache and, for NVRTC with the machine's own
-# headers, the CUDA root holding them, for what follows.
+# use_compiler NAME [SUFFIX]: that compiler, its own kernel cache (NAME, or NAME-SUFFIX) and,
+# for NVRTC with the machine's own headers, the CUDA root holding them, for what follows.
 use_compiler() {
     export CUBECL_CUDA_COMPILER="$1"
-    export ENGRAM_KERNEL_CACHE="$kernels_root/$1"
+    export ENGRAM_KERNEL_CACHE="$kernels_root/$1${2:+-$2}"
     mkdir -p "$ENGRAM_KERNEL_CACHE"
     if [ "$1" = nvrtc ] && [ "${nvrtc_headers:-bundle}" != bundle ]; then
         export CUDA_PATH="$work/cuda-nvrtc"
@@ -288,14 +292,31 @@ torch_peer=()
 
 IFS=',' read -ra comps <<< "$compilers"
 chosen="${comps[0]}"
+chosen_cache=""   # the first compiler's cache suffix: "" (compiling ahead) or "serial"
 if [ "$backend" = cuda ]; then
-    # The first compiler runs everything; the others, engram bench matmul (step 8).
-    if ! prepare_compiler "$chosen" "selftest cuda $chosen cold"; then
+    # The first compiler runs everything; the others, engram bench matmul (step 9).
+    if ! prepare_compiler "$chosen" "selftest cuda $chosen cold ahead"; then
         chosen=llvm
     fi
     use_compiler "$chosen"
-    step "selftest cuda $chosen cold" 200 "$work/selftest-$chosen-cold.json" \
-        "$engram" selftest --backend cuda --json "$work/selftest-$chosen-cold.json"
+    # Cold, autotune's candidates compiled ahead on the host's other cores
+    # (ENGRAM_CUDA_COMPILE_AHEAD=on; off by default until a GPU has shown that it works and pays).
+    step "selftest cuda $chosen cold ahead" 150 "$work/selftest-$chosen-cold-ahead.json" \
+        env ENGRAM_CUDA_COMPILE_AHEAD=on \
+        "$engram" selftest --backend cuda --json "$work/selftest-$chosen-cold-ahead.json"
+    if [ -s "$work/selftest-$chosen-cold-ahead.json" ]; then
+        # It ran to its report, whatever its checks said: compiling ahead works on this machine,
+        # and the rest of the run compiles ahead too.
+        export ENGRAM_CUDA_COMPILE_AHEAD=on
+    else
+        # It crashed or hung: every kernel compiled on the device's thread, as upstream CubeCL
+        # does, on an empty cache of its own, for this selftest and the rest of the run.
+        chosen_cache=serial
+        export ENGRAM_CUDA_COMPILE_AHEAD=off
+        use_compiler "$chosen" "$chosen_cache"
+        step "selftest cuda $chosen cold" 200 "$work/selftest-$chosen-cold.json" \
+            "$engram" selftest --backend cuda --json "$work/selftest-$chosen-cold.json"
+    fi
     step "selftest cuda $chosen warm" 40 "$work/selftest-warm.json" \
         "$engram" selftest --backend cuda --json "$work/selftest-warm.json"
 else
@@ -306,10 +327,6 @@ else
             "$engram" selftest --backend "$backend" --json "$work/selftest-warm.json"
     fi
 fi
-
-# Which of the step's products are slow, beside torch's on the same shapes.
-matmul_tag=""; [ "$backend" = cuda ] && matmul_tag=" $chosen"
-bench_matmul "$matmul_tag" 100 "$first_rank" "${torch_peer[@]}"
 
 # PEFT before engram's own training benches: it is quick and sure, and every ratio needs it.
 if [ -n "$peft_python" ]; then
@@ -380,6 +397,19 @@ fi
 step "memorization cpu graph" 30 "" "$engram" "${memorize_graph[@]}" --backend cpu \
     --out "$work/memorize-graph-cpu"
 
+# The same-run comparison for compiling ahead: the selftest cold again with every kernel compiled
+# on the device's thread, on an empty cache of its own (beside step 1's cold selftest).
+if [ "$backend" = cuda ] && [ -z "$chosen_cache" ]; then
+    mkdir -p "$kernels_root/$chosen-serial"
+    step "selftest cuda $chosen cold serial" 200 "$work/selftest-$chosen-serial.json" \
+        env ENGRAM_CUDA_COMPILE_AHEAD=off ENGRAM_KERNEL_CACHE="$kernels_root/$chosen-serial" \
+        "$engram" selftest --backend cuda --json "$work/selftest-$chosen-serial.json"
+fi
+
+# Which of the step's products are slow, beside torch's on the same shapes.
+matmul_tag=""; [ "$backend" = cuda ] && matmul_tag=" $chosen"
+bench_matmul "$matmul_tag" 100 "$first_rank" "${torch_peer[@]}"
+
 # The other kernel compilers: their compile speed (an empty cache each) and their kernels' speed
 # on the same products.
 if [ "$backend" = cuda ]; then
@@ -388,7 +418,7 @@ if [ "$backend" = cuda ]; then
         if prepare_compiler "$comp" "bench matmul $comp"; then
             use_compiler "$comp"
             bench_matmul " $comp" 150 "$first_rank"
-            use_compiler "$chosen"
+            use_compiler "$chosen" "$chosen_cache"
         fi
     done
 fi
@@ -421,13 +451,6 @@ if [ "$backend" = cuda ]; then
     step "selftest cuda TF32 off" 150 "$work/selftest-tf32-off.json" \
         "$engram" selftest --backend cuda --json "$work/selftest-tf32-off.json"
     unset ENGRAM_TF32
-    # Cold again with the first compiler, on an empty cache of its own, autotune's candidates
-    # compiled ahead on the host's other cores (ENGRAM_CUDA_COMPILE_AHEAD=on, off by default
-    # until this step has shown that it works and pays): beside step 1's cold selftest.
-    mkdir -p "$kernels_root/$chosen-ahead"
-    step "selftest cuda $chosen ahead" 200 "$work/selftest-$chosen-ahead.json" \
-        env ENGRAM_CUDA_COMPILE_AHEAD=on ENGRAM_KERNEL_CACHE="$kernels_root/$chosen-ahead" \
-        "$engram" selftest --backend cuda --json "$work/selftest-$chosen-ahead.json"
 fi
 
 if [ "$wgpu" = yes ]; then

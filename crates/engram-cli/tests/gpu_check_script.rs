@@ -1,6 +1,7 @@
 //! `scripts/gpu-check.sh`'s CUDA path, which CI's CPU run never takes: run with a stand-in for
 //! the bundle's binary that records each call (its arguments and the compiler, kernel cache,
-//! autotune level, TF32 and compile-ahead settings it was given), the steps come in the documented order, each
+//! autotune level, TF32 and compile-ahead settings it was given), the steps come in the documented
+//! order (the first selftest compiling ahead, the rest on the device's thread where it crashed), each
 //! `bench matmul` gets a kernel cache of its own, the other compilers and autotune levels get
 //! theirs, and the rest runs on the first compiler's cache. A broken branch here would cost a
 //! device call to find.
@@ -12,6 +13,10 @@ use std::process::Command;
 /// where `--json` asks for one.
 const FAKE: &str = r#"#!/usr/bin/env bash
 echo "$* | compiler=${CUBECL_CUDA_COMPILER:-} cache=${ENGRAM_KERNEL_CACHE:-} level=${CUBECL_AUTOTUNE_LEVEL:-} tf32=${ENGRAM_TF32:-} threads=${CUBECL_COMPILE_THREADS:-} ahead=${ENGRAM_CUDA_COMPILE_AHEAD:-} wgpu_compiler=${CUBECL_WGPU_COMPILER:-}" >> "$FAKE_LOG"
+# A CUDA selftest that crashes while compiling ahead, where the test asks for one.
+if [ -n "${FAKE_AHEAD_CRASHES:-}" ] && [ "$1 $3" = "selftest cuda" ] && [ "${ENGRAM_CUDA_COMPILE_AHEAD:-}" = on ]; then
+    echo "compiling GPU kernels: 41, 12 s"; exit 139
+fi
 # A driver that refuses SPIR-V, where the test asks for one.
 if [ -n "${FAKE_SPIRV_FAILS:-}" ] && [ "$1 $3" = "selftest wgpu" ] && [ "${CUBECL_WGPU_COMPILER:-}" != wgsl ]; then
     echo "error: the device refused the compute pipeline of kernel \`matmul\`"; exit 1
@@ -36,6 +41,8 @@ struct Run {
     passed: bool,
     stdout: String,
     steps: Vec<(String, String)>,
+    /// Each step's `kernels_compiled` (`None` for a skipped one).
+    kernels: Vec<Option<u64>>,
     calls: String,
     /// The commit the report says the binary was built from.
     commit: String,
@@ -107,10 +114,17 @@ fn run_script(args: &[&str], env: &[(&str, &str)]) -> Run {
             )
         })
         .collect();
+    let kernels = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kernels_compiled"].as_u64())
+        .collect();
     Run {
         passed: run.status.success(),
         stdout,
         steps,
+        kernels,
         calls: std::fs::read_to_string(&log).unwrap(),
         commit: report["engram_commit"].as_str().unwrap().to_string(),
     }
@@ -154,9 +168,8 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
     assert_eq!(
         names,
         [
-            "selftest cuda llvm cold",
+            "selftest cuda llvm cold ahead",
             "selftest cuda llvm warm",
-            "bench matmul llvm",
             "bench train r 8",
             "bench train r 8 warm",
             "bench train r 8 graph",
@@ -164,6 +177,8 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
             "memorization cpu",
             "memorization cuda graph",
             "memorization cpu graph",
+            "selftest cuda llvm cold serial",
+            "bench matmul llvm",
             "bench matmul nvrtc",
             "bench matmul llvm autotune minimal",
             "bench matmul llvm r 256",
@@ -171,18 +186,19 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
             "bench train r 8 bf16-lora",
             "bench generate",
             "selftest cuda TF32 off",
-            "selftest cuda llvm ahead",
             "memorization exact match",
         ],
         "{stdout}"
     );
     // NVRTC is run where the machine has it and skipped, named, where it has not.
-    let nvrtc = steps[10].1.as_str();
+    let nvrtc = steps[11].1.as_str();
     assert!(nvrtc == "ok" || nvrtc == "skipped", "{steps:?}");
     let calls = &run.calls;
     let call = |starts: &str, has: &str| run.call(starts, has);
-    // The selftest and the training benches share the first compiler's cache.
+    // The first selftest compiles ahead; it and the training benches share the first
+    // compiler's cache.
     let selftest = call("selftest --backend cuda", "compiler=llvm");
+    assert!(selftest.contains("ahead=on"), "{selftest}");
     let train = call("bench train", "--ranks 8 ");
     assert!(cache(&selftest).ends_with("/llvm"), "{selftest}");
     assert_eq!(cache(&train), cache(&selftest), "{train}");
@@ -208,11 +224,59 @@ fn gpu_check_runs_the_cuda_steps_in_order_each_on_its_own_cache() {
     // f32 matmuls kept in f32 for that selftest only.
     assert!(call("selftest", "tf32=off").contains("compiler=llvm"));
     assert_eq!(calls.matches("tf32=off").count(), 1, "{calls}");
-    // Compiling ahead on CUDA for the last selftest only, cold, on a cache of its own.
-    let ahead = call("selftest --backend cuda", "ahead=on");
-    assert!(ahead.contains("compiler=llvm"), "{ahead}");
-    assert!(cache(&ahead).ends_with("/llvm-ahead"), "{ahead}");
+    // The first selftest ran to its report, so everything after it compiles ahead too…
+    assert!(train.contains("ahead=on"), "{train}");
+    assert!(graph.contains("ahead=on"), "{graph}");
+    // …but the comparison: cold, on the device's thread, on a cache of its own.
+    let serial = call("selftest --backend cuda", "ahead=off");
+    assert!(cache(&serial).ends_with("/llvm-serial"), "{serial}");
+    assert_eq!(calls.matches("ahead=off").count(), 1, "{calls}");
+}
+
+#[test]
+fn gpu_check_compiles_on_the_devices_thread_after_a_selftest_that_crashed_compiling_ahead() {
+    let run = run_script(
+        &["--backend", "cuda", "--ranks", "8", "--no-wgpu"],
+        &[("FAKE_AHEAD_CRASHES", "1")],
+    );
+    let stdout = &run.stdout;
+    // The crash is a failed step, so the run fails; everything after it still runs.
+    assert!(!run.passed, "{stdout}");
+    let steps = &run.steps;
+    assert_eq!(
+        steps[0],
+        ("selftest cuda llvm cold ahead".into(), "failed".into()),
+        "{stdout}"
+    );
+    let names = run.names();
+    assert_eq!(
+        names[1..6],
+        [
+            "selftest cuda llvm cold",
+            "selftest cuda llvm warm",
+            "bench train r 8",
+            "bench train r 8 warm",
+            "bench train r 8 graph",
+        ],
+        "{stdout}"
+    );
+    // No comparison to make: the run never compiled ahead after the crash.
+    assert!(
+        !names.contains(&"selftest cuda llvm cold serial"),
+        "{names:?}"
+    );
+    let calls = &run.calls;
+    let crashed = run.call("selftest --backend cuda", "ahead=on");
+    assert!(cache(&crashed).ends_with("/llvm"), "{crashed}");
+    // The rest: on the device's thread, on a cache the crash did not touch.
+    let cold = run.call("selftest --backend cuda", "ahead=off");
+    assert!(cache(&cold).ends_with("/llvm-serial"), "{cold}");
+    let train = run.call("bench train", "--ranks 8 ");
+    assert!(train.contains("ahead=off"), "{train}");
+    assert_eq!(cache(&train), cache(&cold), "{train}");
     assert_eq!(calls.matches("ahead=on").count(), 1, "{calls}");
+    // The crashed step counts the kernels its last progress line named (it printed no summary).
+    assert_eq!(run.kernels[0], Some(41), "{stdout}");
 }
 
 /// A stand-in Python for the PEFT side: records each call and writes `{}` where `--json` asks.
