@@ -31,7 +31,7 @@ pub const THREAD_PREFIX: &str = "cubecl-compile-";
 const MAX_DEFAULT_THREADS: usize = 16;
 
 /// A compile handed to the pool.
-pub type Job = Box<dyn FnOnce() + Send + 'static>;
+type Job = Box<dyn FnOnce() + Send + 'static>;
 
 /// The pool's queue, or `None` when it is off.
 static POOL: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
@@ -94,7 +94,7 @@ fn pool() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
 }
 
 /// Queues `job` on the pool; hands it back when there is no pool.
-pub fn spawn(job: Job) -> Result<(), Job> {
+fn spawn(job: Job) -> Result<(), Job> {
     let Some(pool) = pool() else {
         return Err(job);
     };
