@@ -89,9 +89,12 @@ impl JudgeCache {
         let mut entries = HashMap::new();
         let mut corrupt_lines = 0;
         for src in sources.iter().filter(|p| p.is_file()) {
-            let text = std::fs::read_to_string(src).map_err(io(src))?;
-            for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                match serde_json::from_str::<CacheEntry>(line) {
+            // Bytes, not text: a write cut off inside a multi-byte character leaves the file
+            // invalid UTF-8, and only that line may be lost for it.
+            let bytes = std::fs::read(src).map_err(io(src))?;
+            let lines = bytes.split(|&b| b == b'\n');
+            for line in lines.filter(|l| !l.trim_ascii().is_empty()) {
+                match serde_json::from_slice::<CacheEntry>(line) {
                     Ok(e) => {
                         entries.insert(e.key, e.raw);
                     }
@@ -176,5 +179,31 @@ mod tests {
         assert_eq!(c.get("kb").as_deref(), Some("from b"));
         assert_eq!(c.get("old").as_deref(), Some("VERDICT: CORRECT"));
         assert_eq!((c.len(), c.corrupt_lines), (3, 0));
+    }
+
+    #[test]
+    fn a_line_cut_inside_a_character_is_skipped_and_the_rest_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("judge-cache.jsonl");
+        let cache = JudgeCache::open(&path).unwrap();
+        cache.put("before", "Zürich is right").unwrap();
+        drop(cache);
+        // A write cut off after the first byte of "ü" (0xC3 0xBC): the file is no longer UTF-8.
+        let cut = br#"{"key":"cut","raw":"Z"#;
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(b"\n");
+        bytes.extend_from_slice(cut);
+        bytes.push(0xC3);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(String::from_utf8(bytes).is_err());
+        let cache = JudgeCache::open(&path).unwrap();
+        assert_eq!(cache.corrupt_lines, 1);
+        assert_eq!(cache.get("before").as_deref(), Some("Zürich is right"));
+        assert_eq!(cache.get("cut"), None);
+        // And it appends on a fresh line, so the next open reads what this one adds.
+        cache.put("after", "ok").unwrap();
+        drop(cache);
+        let cache = JudgeCache::open(&path).unwrap();
+        assert_eq!((cache.len(), cache.corrupt_lines), (2, 1));
     }
 }
