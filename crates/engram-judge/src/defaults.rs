@@ -12,6 +12,8 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 pub const DEFAULT_MAX_RETRIES: usize = 5;
 /// Default first backoff (doubles per retry).
 pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait a server's `Retry-After` gets (a longer one is cut to it).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
 /// Default timeout of one request.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default OpenAI-compatible endpoint of the LLM judge (and of `engram qa`'s generator).

@@ -29,15 +29,34 @@ pub enum JudgeError {
     },
     /// The endpoint failed too many times in a row; verdicts already made are cached.
     #[error(
-        "judge endpoint {url} unreachable: {failures} requests in a row failed after retries (last: {last}); verdicts made so far are cached, rerun to judge the rest"
+        "judge endpoint {url} (model {model}) unreachable: {failures} requests in a row failed after retries (last: {last}); verdicts made so far are cached, rerun to judge the rest"
     )]
     Unreachable {
         /// The endpoint.
         url: String,
+        /// The judge model.
+        model: String,
         /// Consecutive failed requests.
         failures: usize,
         /// The last error.
         last: String,
+    },
+    /// The endpoint refused a request with a client error (4xx), which asking again would not
+    /// change; verdicts already made are cached.
+    #[error(
+        "judge endpoint {url} (model {model}) refused the request for {item}: HTTP {status} ({hint}); verdicts made so far are cached"
+    )]
+    Refused {
+        /// The endpoint.
+        url: String,
+        /// The judge model.
+        model: String,
+        /// The id of the item whose request was refused.
+        item: String,
+        /// The HTTP status.
+        status: u16,
+        /// What the status most likely means.
+        hint: &'static str,
     },
     /// A bad setting.
     #[error("{0}")]

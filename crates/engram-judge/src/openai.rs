@@ -73,6 +73,10 @@ enum TurnError {
     RejectsFormat(String),
     /// The request failed after its retries (counts towards the circuit breaker).
     Failed(String),
+    /// The server refused the request with a client error: asking again would not help.
+    Refused(u16),
+    /// Another worker stopped the run before this turn got an answer.
+    Stopped,
     /// Nothing more may be asked in this run (the cache could not be written, or the server
     /// rejects the format a `json` preset insists on).
     Fatal(JudgeError),
@@ -83,7 +87,22 @@ impl From<AskError> for TurnError {
         match e {
             AskError::RejectsFormat(m) => TurnError::RejectsFormat(m),
             AskError::Failed(m) => TurnError::Failed(m),
+            AskError::Refused { status } => TurnError::Refused(status),
+            AskError::Stopped => TurnError::Stopped,
         }
+    }
+}
+
+/// What a refusal's status most likely means, for the error that names it.
+fn refusal_hint(status: u16) -> &'static str {
+    match status {
+        401 | 403 => "check the API key (in the variable the preset's api_key_env names)",
+        404 => "check the preset's base_url and model",
+        400 | 413 | 422 => {
+            "a prompt longer than the judge model's context, or a setting the server does not \
+             accept (max_tokens)"
+        }
+        _ => "the server does not accept this request",
     }
 }
 
@@ -296,6 +315,20 @@ impl Judge for OpenAiJudge {
                                 *fatal.lock().expect("lock") = Some(e);
                                 stop.store(true, Ordering::SeqCst);
                             }
+                            // Asking again would get the same answer: the run stops, named.
+                            Err(TurnError::Refused(status)) => {
+                                let e = JudgeError::Refused {
+                                    url: self.url(),
+                                    model: self.cfg.model.clone(),
+                                    item: items[i].id.clone(),
+                                    status,
+                                    hint: refusal_hint(status),
+                                };
+                                fatal.lock().expect("lock").get_or_insert(e);
+                                stop.store(true, Ordering::SeqCst);
+                            }
+                            // Stopped by another worker: its cause is already recorded.
+                            Err(TurnError::Stopped) => return,
                             Err(TurnError::Failed(e) | TurnError::RejectsFormat(e)) => {
                                 *last_error.lock().expect("lock") = e;
                                 let c = consecutive.fetch_add(1, Ordering::SeqCst) + 1;
@@ -317,6 +350,7 @@ impl Judge for OpenAiJudge {
         if stop.load(Ordering::SeqCst) || out.iter().any(Option::is_none) {
             return Err(JudgeError::Unreachable {
                 url: self.url(),
+                model: self.cfg.model.clone(),
                 failures: consecutive.load(Ordering::SeqCst),
                 last: last_error.into_inner().expect("lock"),
             });

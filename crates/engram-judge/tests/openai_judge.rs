@@ -1,6 +1,7 @@
 //! The LLM judge against a real HTTP server on loopback that speaks the OpenAI protocol with
-//! canned verdicts, a 500, a timeout, a 429 with Retry-After, malformed JSON and an unparseable
-//! verdict; the cache serves a rerun with zero requests; the API key appears in no result.
+//! canned verdicts, a 500, a timeout, a 429 with Retry-After, malformed JSON, an unparseable
+//! verdict and refusals (400, 401); the cache serves a rerun with zero requests; the API key
+//! appears in no result.
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -31,7 +32,8 @@ fn server() -> Server {
         assert_eq!(req["temperature"], 0);
         let prompt = req["messages"][0]["content"].as_str().unwrap().to_string();
         let tag = [
-            "normal", "flaky", "slow", "limited", "garbled", "unsure", "wrong",
+            "normal", "flaky", "slow", "limited", "garbled", "unsure", "wrong", "long", "locked",
+            "odd",
         ]
         .into_iter()
         .find(|t| prompt.contains(&format!("Question: {t}")))
@@ -53,6 +55,14 @@ fn server() -> Server {
                 ..Reply::status(429, "{}")
             },
             ("garbled", 1) => Reply::status(200, "{not json"),
+            // A Retry-After that is no duration: the client's own backoff, not a panic.
+            ("odd", 1) => Reply {
+                headers: vec!["Retry-After: -1".into()],
+                ..Reply::status(429, "{}")
+            },
+            // Longer than the judge's context, say: refused however often it is asked.
+            ("long", _) => Reply::status(400, r#"{"error": "too many tokens"}"#),
+            ("locked", _) => Reply::status(401, "{}"),
             ("unsure", _) => Reply::completion("I cannot decide."),
             ("wrong", _) => Reply::completion("Different fact.\nVERDICT: INCORRECT"),
             _ => Reply::completion("Same fact.\nVERDICT: CORRECT"),
@@ -106,7 +116,7 @@ fn judges_through_failures_and_caches_everything() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("judge-cache.jsonl");
     let tags = [
-        "normal", "flaky", "slow", "limited", "garbled", "unsure", "wrong",
+        "normal", "flaky", "slow", "limited", "garbled", "unsure", "wrong", "odd",
     ];
     let mut items: Vec<JudgeItem> = tags.iter().map(|t| item(t)).collect();
     items.push(JudgeItem {
@@ -116,7 +126,7 @@ fn judges_through_failures_and_caches_everything() {
     let j = judge(&srv.url, &cache);
     let v = j.judge(&items).unwrap();
     let by: HashMap<&str, _> = v.iter().map(|x| (x.id.as_str(), x)).collect();
-    for t in ["normal", "flaky", "slow", "limited", "garbled"] {
+    for t in ["normal", "flaky", "slow", "limited", "garbled", "odd"] {
         assert_eq!(by[t].correct, Some(true), "{t}: {:?}", by[t]);
         assert_eq!(
             by[t].rationale.as_deref().map(|r| r.is_empty()),
@@ -133,11 +143,11 @@ fn judges_through_failures_and_caches_everything() {
     assert_eq!(by["na"].correct, None);
     assert!(v.iter().all(|x| x.judge == "openai:judge-model"));
     let seen = srv.seen.lock().unwrap().clone();
-    for t in ["flaky", "slow", "limited", "garbled"] {
+    for t in ["flaky", "slow", "limited", "garbled", "odd"] {
         assert_eq!(seen[t], 2, "{t} is retried once");
     }
-    // 7 answers, 4 retried once, 1 follow-up.
-    assert_eq!(j.requests(), 12);
+    // 8 answers, 5 retried once, 1 follow-up.
+    assert_eq!(j.requests(), 14);
     // The key went to the server, and nowhere else.
     assert!(srv.auth.lock().unwrap().iter().all(|a| a.ends_with(KEY)));
     let cache_text = std::fs::read_to_string(&cache).unwrap();
@@ -171,23 +181,65 @@ fn an_unreachable_judge_is_named_and_keeps_what_was_judged() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}/v1", l.local_addr().unwrap())
     };
-    let items = vec![
-        item("normal"),
-        item("wrong"),
-        JudgeItem {
-            id: "x".into(),
-            ..item("normal2")
-        },
-    ];
+    let mut items = vec![item("normal"), item("wrong")];
+    // Enough new ones to keep every worker busy when the breaker opens.
+    for n in 0..6 {
+        items.push(JudgeItem {
+            id: format!("x{n}"),
+            ..item(&format!("normal{n}"))
+        });
+    }
     let e = judge(&dead, &cache).judge(&items).unwrap_err();
     assert!(matches!(e, JudgeError::Unreachable { .. }), "{e}");
     let msg = e.to_string();
     assert!(msg.contains(&dead) && !msg.contains(KEY), "{msg}");
+    assert!(msg.contains("judge-model"), "the model is named: {msg}");
+    // The last error is the endpoint's, not the breaker stopping the other workers.
+    assert!(
+        msg.contains("transport") && !msg.contains("breaker"),
+        "{msg}"
+    );
     // The cached two are not asked again when the judge is back.
     let back = judge(&srv.url, &cache);
     let v = back.judge(&items).unwrap();
-    assert_eq!(back.requests(), 1);
-    assert_eq!(v.len(), 3);
+    assert_eq!(back.requests(), 6);
+    assert_eq!(v.len(), 8);
+}
+
+#[test]
+fn a_refused_request_is_named_with_its_item_and_not_asked_again() {
+    set_key();
+    let srv = server();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.jsonl");
+    judge(&srv.url, &cache).judge(&[item("normal")]).unwrap();
+    let items = [item("normal"), item("long"), item("wrong")];
+    let e = judge(&srv.url, &cache).judge(&items).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(e, JudgeError::Refused { status: 400, .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("for long") && msg.contains("HTTP 400") && msg.contains("context"),
+        "{msg}"
+    );
+    assert!(!msg.contains("unreachable") && !msg.contains(KEY), "{msg}");
+    // A client error is not retried: asking again would get the same answer.
+    assert_eq!(srv.seen.lock().unwrap()["long"], 1);
+    // What was judged before stays cached.
+    let again = judge(&srv.url, &cache);
+    again.judge(&[item("normal")]).unwrap();
+    assert_eq!(again.requests(), 0);
+    // A refused key is told apart from a refused prompt.
+    let e = judge(&srv.url, &cache)
+        .judge(&[item("locked")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("HTTP 401") && e.contains("api_key_env") && !e.contains(KEY),
+        "{e}"
+    );
 }
 
 #[test]

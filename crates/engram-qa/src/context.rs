@@ -196,12 +196,21 @@ impl<'a> Ctx<'a> {
 
     /// Verdicts on `items` (`None` where the judge gave none).
     pub fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Option<bool>>, CallError> {
-        let verdicts = self.judge.judge(items).map_err(|e| match e {
-            JudgeError::Unreachable { url, last, .. } => CallError::Call {
-                endpoint: url,
-                message: last,
-            },
-            other => CallError::Fatal(other.into()),
+        let verdicts = self.judge.judge(items).map_err(|e| {
+            let message = e.to_string();
+            match e {
+                JudgeError::Unreachable { url, last, .. } => CallError::Call {
+                    endpoint: url,
+                    message: last,
+                },
+                // One document's check refused (its prompt too long for the judge, say): that
+                // document's failure, as a call that failed after its retries is.
+                JudgeError::Refused { url, .. } => CallError::Call {
+                    endpoint: url,
+                    message,
+                },
+                other => CallError::Fatal(other.into()),
+            }
         })?;
         self.judged.fetch_add(verdicts.len(), Ordering::SeqCst);
         self.judged_cached.fetch_add(

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use engram_judge::Message;
-use engram_judge::{AskError, ChatClient, ClientConfig};
+use engram_judge::{ChatClient, ClientConfig};
 use engram_judge::{JudgeCache, cache_key};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -99,9 +99,7 @@ impl Llm for OpenAiLlm {
         let reply = self
             .client
             .ask(&body, &AtomicBool::new(false))
-            .map_err(|e| match e {
-                AskError::Failed(m) | AskError::RejectsFormat(m) => m,
-            })?;
+            .map_err(|e| e.to_string())?;
         let prompt: String = req.messages.iter().map(|m| m.content.as_str()).collect();
         Ok(Completion {
             prompt_tokens: reply
