@@ -120,7 +120,7 @@ pub fn prepare_facts(
         prompts: &prompts,
         generator: qa.generator_name(),
         target: qa.section.ask_target.then(|| target_name(exp)),
-        judge: judge.name(),
+        judge: judge.fingerprint(),
     };
     match freshness(&out, &id)? {
         Freshness::Fresh(m) => {

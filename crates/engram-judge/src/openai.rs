@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
 use crate::cache::JudgeCache;
 use crate::client::{AskError, ChatClient, ClientConfig};
@@ -273,6 +274,27 @@ impl OpenAiJudge {
 impl Judge for OpenAiJudge {
     fn name(&self) -> String {
         format!("openai:{}", self.cfg.model)
+    }
+
+    /// The name, and a hash of the prompt file's messages with how the verdict is asked
+    /// for: a changed prompt, verdict format or token limit is another judge (the endpoint,
+    /// like the judge cache's key, is not part of it).
+    fn fingerprint(&self) -> String {
+        let mut h = Sha256::new();
+        for part in [
+            self.prompt.system.as_deref().unwrap_or(""),
+            &self.prompt.text,
+            &self.cfg.format.to_string(),
+            &self.cfg.max_tokens.to_string(),
+        ] {
+            h.update(part.as_bytes());
+            h.update(b"\0");
+        }
+        let hash: String = h.finalize()[..6]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("{} (prompt and format {hash})", self.name())
     }
 
     fn notes(&self) -> Vec<String> {

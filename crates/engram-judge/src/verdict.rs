@@ -63,6 +63,13 @@ impl Verdict {
 pub trait Judge: Send + Sync {
     /// The name written into every verdict.
     fn name(&self) -> String;
+    /// Everything about this judge that can change a verdict, in one line: what a record of
+    /// work judged by it (a QA run's facts) compares to tell whether that work is still this
+    /// judge's. By default the name, which says it all for the offline judges (their rule and
+    /// threshold).
+    fn fingerprint(&self) -> String {
+        self.name()
+    }
     /// Judges `items`, one verdict each, in order.
     fn judge(&self, items: &[JudgeItem]) -> Result<Vec<Verdict>>;
     /// Things worth telling the user about this judge now (a cache with corrupt lines when it

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use engram_judge::JudgeCache;
-use engram_judge::{Judge, JudgeError, JudgeItem, JudgePrompt, OpenAiJudge, OpenAiJudgeConfig};
+use engram_judge::{
+    Judge, JudgeError, JudgeItem, JudgePrompt, OpenAiJudge, OpenAiJudgeConfig, VerdictFormat,
+};
 use engram_testkit::openai::{self, Reply};
 
 const KEY: &str = "sk-test-5ecret-key";
@@ -260,4 +262,39 @@ fn bad_prompts_and_missing_keys_are_named() {
     .unwrap()
     .to_string();
     assert!(e.contains("ENGRAM_TEST_UNSET_KEY_VAR"), "{e}");
+}
+
+#[test]
+fn the_fingerprint_follows_the_prompt_and_format_not_the_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let make = |url: &str, text: &str, format: VerdictFormat| {
+        let mut cfg = OpenAiJudgeConfig::new(url, "judge-model");
+        cfg.format = format;
+        let prompt = JudgePrompt::from_text(Path::new("judge.txt"), text.into()).unwrap();
+        let cache = JudgeCache::open(&dir.path().join("c.jsonl")).unwrap();
+        OpenAiJudge::new(cfg, prompt, cache).unwrap().fingerprint()
+    };
+    let text = "Q {question} G {gold} A {answer}";
+    let base = make("http://127.0.0.1:9/v1", text, VerdictFormat::Auto);
+    assert!(base.starts_with("openai:judge-model ("), "{base}");
+    assert_eq!(
+        make("http://127.0.0.1:10/v1", text, VerdictFormat::Auto),
+        base,
+        "another endpoint serving the same model"
+    );
+    for other in [
+        make(
+            "http://127.0.0.1:9/v1",
+            "Question {question} Gold {gold} Answer {answer}",
+            VerdictFormat::Auto,
+        ),
+        make(
+            "http://127.0.0.1:9/v1",
+            &format!("### system\nBe strict.\n### user\n{text}"),
+            VerdictFormat::Auto,
+        ),
+        make("http://127.0.0.1:9/v1", text, VerdictFormat::Text),
+    ] {
+        assert_ne!(other, base);
+    }
 }

@@ -220,9 +220,10 @@ impl<'a> Ctx<'a> {
         Ok(verdicts.iter().map(|v| v.correct).collect())
     }
 
-    /// The judge's name.
-    pub fn judge_name(&self) -> String {
-        self.judge.name()
+    /// The judge's fingerprint ([`engram_judge::Judge::fingerprint`]): what the run's manifest
+    /// records.
+    pub fn judge_fingerprint(&self) -> String {
+        self.judge.fingerprint()
     }
 
     /// The documents the specificity check lists for a pair (indices into `docs`) and where

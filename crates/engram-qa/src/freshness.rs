@@ -25,7 +25,8 @@ pub struct RunIdentity<'a> {
     pub generator: String,
     /// The model asked closed-book, when one is.
     pub target: Option<String>,
-    /// The judge's name (`engram_judge::Judge::name`).
+    /// The judge's fingerprint (`engram_judge::Judge::fingerprint`: its name, and for the LLM
+    /// judge a hash of its prompt and verdict format).
     pub judge: String,
 }
 

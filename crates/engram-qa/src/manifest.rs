@@ -51,7 +51,8 @@ pub struct QaManifest {
     /// The model to train, when it was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Endpoint>,
-    /// The judge.
+    /// The judge's fingerprint (its name, and for the LLM judge a hash of its prompt and
+    /// verdict format).
     pub judge: String,
     /// The settings.
     pub settings: QaConfig,

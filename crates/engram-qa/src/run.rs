@@ -140,7 +140,7 @@ impl QaSpec<'_> {
             prompts: self.prompts,
             generator: self.generator.model(),
             target: self.target.map(|t| t.model()),
-            judge: self.judge.name(),
+            judge: self.judge.fingerprint(),
         }
     }
 }
@@ -222,7 +222,7 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
             model: t.model(),
             endpoint: t.endpoint(),
         }),
-        judge: ctx.judge_name(),
+        judge: ctx.judge_fingerprint(),
         settings: spec.cfg.clone(),
         prompts: spec.prompts.dir.display().to_string(),
         settings_hash: spec.identity().hash(),
