@@ -32,7 +32,8 @@ fn write_error(path: &Path, message: impl ToString) -> CheckpointError {
     }
 }
 
-fn atomic(e: engram_io::AtomicError) -> CheckpointError {
+/// An atomic write's error as this crate's (naming the file).
+pub(crate) fn atomic(e: engram_io::AtomicError) -> CheckpointError {
     write_error(&e.path, e.source)
 }
 
@@ -102,20 +103,25 @@ pub fn write_safetensors_lazily_with(
     let mut all = pt_metadata().unwrap_or_default();
     all.extend(metadata);
     safetensors::serialize_to_file(tensors, Some(all), path).map_err(|e| write_error(path, e))?;
-    readable(path)
+    finish_written(path)
 }
 
-/// Gives a file written through a temporary file (created owner-only, 0600) the permissions a
-/// plain `File::create` gives under the usual umask (0644), so that the tools and users the
-/// checkpoint is for (a vLLM container under another uid) can read it.
-fn readable(path: &Path) -> Result<()> {
+/// Finishes a file the safetensors crate wrote through a temporary file: the permissions a
+/// plain `File::create` gives under the usual umask (0644, where the temporary file is
+/// owner-only), so that the tools and users the checkpoint is for (a vLLM container under
+/// another uid) can read it; and its data synced to disk, which the crate does not do — a
+/// training checkpoint's older epochs are deleted once a newer one is in place, so the newer one
+/// must survive a crash of the machine.
+fn finish_written(path: &Path) -> Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
             .map_err(|e| CheckpointError::io(path, e))?;
     }
-    Ok(())
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| CheckpointError::io(path, e))
 }
 
 /// The safetensors bytes of `tensors` (metadata `format: pt`); `path` names the destination in
@@ -199,7 +205,7 @@ pub fn write_hf_dir(
         }
         safetensors::serialize_to_file(views(&tensors, &path)?, pt_metadata(), &path)
             .map_err(|e| write_error(&path, e))?;
-        readable(&path)?;
+        finish_written(&path)?;
     }
     if n > 1 {
         write_json(

