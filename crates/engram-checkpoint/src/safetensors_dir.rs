@@ -92,11 +92,19 @@ impl SafetensorsCheckpoint {
             paths.push(p);
         }
         let ckpt = Self::open_files(index.to_path_buf(), paths)?;
-        for tensor in map.keys() {
-            if !ckpt.entries.contains_key(tensor) {
+        for (tensor, shard) in map {
+            let Some(entry) = ckpt.entries.get(tensor) else {
                 return Err(CheckpointError::MissingTensor {
                     name: tensor.clone(),
                     origin: format!("{} (the shard the index names)", map[tensor]),
+                });
+            };
+            let found = &ckpt.files[entry.file].0;
+            if shard.as_str().is_none_or(|shard| *found != dir.join(shard)) {
+                return Err(CheckpointError::BadKey {
+                    origin: index.display().to_string(),
+                    key: format!("weight_map.{tensor}"),
+                    problem: format!("names {shard}, but the tensor is in {}", found.display()),
                 });
             }
         }
@@ -105,8 +113,8 @@ impl SafetensorsCheckpoint {
 
     /// Opens the given safetensors files as one checkpoint.
     pub fn open_files(origin: PathBuf, paths: Vec<PathBuf>) -> Result<Self> {
-        let mut files = Vec::new();
-        let mut entries = BTreeMap::new();
+        let mut files: Vec<(PathBuf, Mmap)> = Vec::new();
+        let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
         let mut metadata = BTreeMap::new();
         for (i, path) in paths.into_iter().enumerate() {
             let file = File::open(&path).map_err(|e| CheckpointError::io(&path, e))?;
@@ -122,6 +130,16 @@ impl SafetensorsCheckpoint {
             metadata.extend(header.metadata().clone().unwrap_or_default());
             let base = mmap.as_ptr() as usize;
             for (name, view) in st.tensors() {
+                // Two shards holding one tensor: which is meant is not for the loader to guess.
+                if let Some(first) = entries.get(&name) {
+                    return Err(CheckpointError::Safetensors {
+                        path: path.clone(),
+                        message: format!(
+                            "tensor {name} is also in {}",
+                            files[first.file].0.display()
+                        ),
+                    });
+                }
                 let start = view.data().as_ptr() as usize - base;
                 let end = start + view.data().len();
                 entries.insert(

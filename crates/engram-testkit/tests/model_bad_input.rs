@@ -35,13 +35,17 @@ fn edit_config(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
     std::fs::write(&p, v.to_string()).unwrap();
 }
 
+/// A safetensors file's tensors: name, dtype, shape, bytes.
+type Tensors = Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>;
+
 /// Rewrites model.safetensors with `f` applied to its tensor map.
-fn edit_weights(
-    dir: &Path,
-    f: impl FnOnce(&mut Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>),
-) {
-    let p = dir.join("model.safetensors");
-    let bytes = std::fs::read(&p).unwrap();
+fn edit_weights(dir: &Path, f: impl FnOnce(&mut Tensors)) {
+    edit_weights_in(&dir.join("model.safetensors"), f)
+}
+
+/// Rewrites safetensors file `p` with `f` applied to its tensor map.
+fn edit_weights_in(p: &Path, f: impl FnOnce(&mut Tensors)) {
+    let bytes = std::fs::read(p).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let mut ts: Vec<_> = st
         .tensors()
@@ -58,7 +62,7 @@ fn edit_weights(
             )
         })
         .collect();
-    safetensors::serialize_to_file(views, None, &p).unwrap();
+    safetensors::serialize_to_file(views, None, p).unwrap();
 }
 
 #[test]
@@ -156,6 +160,94 @@ fn index_naming_a_missing_shard() {
         e.contains("model.safetensors.index.json")
             && e.contains("model-00002-of-00002.safetensors")
             && e.contains("missing"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_tensor_in_two_shards_or_where_the_index_does_not_put_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = copy_fixture("tiny-bf16-tied", tmp.path());
+    let (first, second) = (
+        d.join("model-00001-of-00002.safetensors"),
+        d.join("model-00002-of-00002.safetensors"),
+    );
+    let index = d.join("model.safetensors.index.json");
+    let mut map: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&index).unwrap()).unwrap();
+    let (moved, _) = map["weight_map"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(_, f)| *f == "model-00001-of-00002.safetensors")
+        .map(|(t, f)| (t.clone(), f.clone()))
+        .unwrap();
+    // The index puts a tensor of the first shard in the second.
+    let original = std::fs::read(&index).unwrap();
+    map["weight_map"][&moved] = serde_json::json!("model-00002-of-00002.safetensors");
+    std::fs::write(&index, map.to_string()).unwrap();
+    let e = load_err(&d);
+    assert!(
+        e.contains("model.safetensors.index.json")
+            && e.contains(&moved)
+            && e.contains("model-00001-of-00002.safetensors"),
+        "{e}"
+    );
+    // Both shards hold it: which one is meant is not guessed.
+    std::fs::write(&index, original).unwrap();
+    let mut copy = None;
+    edit_weights_in(&first, |ts| {
+        copy = ts.iter().find(|t| t.0 == moved).cloned();
+    });
+    edit_weights_in(&second, |ts| ts.push(copy.unwrap()));
+    let e = load_err(&d);
+    assert!(
+        e.contains(&moved) && e.contains("also in") && e.contains("model-00001-of-00002"),
+        "{e}"
+    );
+}
+
+#[test]
+fn gguf_headers_that_would_overflow_or_divide_by_zero_are_named() {
+    use engram_checkpoint::gguf::{GgufValue, GgufWriter, WriterTensor};
+    let tmp = tempfile::tempdir().unwrap();
+    let open = |name: &str, w: &GgufWriter| {
+        let p = tmp.path().join(name);
+        w.write(&p).unwrap();
+        Checkpoint::open(p.to_str().unwrap())
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    let tensor = |shape: Vec<usize>| WriterTensor {
+        name: "token_embd.weight".into(),
+        shape,
+        type_id: 0,
+        data: vec![0; 16],
+    };
+    let mut w = GgufWriter::new();
+    w.meta("general.architecture", GgufValue::String("llama".into()))
+        .meta("general.alignment", GgufValue::U64(0))
+        .tensor(tensor(vec![2, 2]));
+    let e = open("align0.gguf", &w);
+    assert!(
+        e.contains("align0.gguf") && e.contains("general.alignment"),
+        "{e}"
+    );
+    let mut w = GgufWriter::new();
+    w.meta("general.architecture", GgufValue::String("llama".into()))
+        .tensor(tensor(vec![usize::MAX, 4]));
+    let e = open("huge.gguf", &w);
+    assert!(
+        e.contains("huge.gguf") && e.contains("token_embd.weight") && e.contains("addressed"),
+        "{e}"
+    );
+    let mut w = GgufWriter::new();
+    w.meta("general.architecture", GgufValue::String("llama".into()))
+        .tensor(tensor(vec![]));
+    let e = open("scalar.gguf", &w);
+    assert!(
+        e.contains("scalar.gguf") && e.contains("0 dimensions"),
         "{e}"
     );
 }

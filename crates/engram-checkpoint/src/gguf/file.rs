@@ -111,7 +111,9 @@ impl<'a> Cursor<'a> {
                 if n > self.buf.len() - self.pos {
                     return Err(self.err(format!("truncated: {what} claims {n} array elements")));
                 }
-                let mut v = Vec::with_capacity(n);
+                // Grown as elements are read: a corrupt count in a large file must not ask for
+                // gigabytes up front.
+                let mut v = Vec::with_capacity(n.min(1 << 16));
                 for _ in 0..n {
                     v.push(self.value(elem, what, depth + 1)?);
                 }
@@ -174,12 +176,24 @@ impl GgufFile {
         for i in 0..n_tensors {
             let name = c.string(&format!("tensor name #{i}"))?;
             let nd = c.u32(&name)? as usize;
-            if nd > 4 {
-                return Err(c.err(format!("tensor {name}: {nd} dimensions (at most 4)")));
+            if !(1..=4).contains(&nd) {
+                return Err(c.err(format!("tensor {name}: {nd} dimensions (1 to 4)")));
             }
             let mut dims = Vec::with_capacity(nd);
             for _ in 0..nd {
                 dims.push(c.u64(&name)?);
+            }
+            // Every size computed from the dimensions later (up to 8 bytes an element) fits a
+            // usize.
+            let fits = dims
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .and_then(|n| usize::try_from(n).ok())
+                .is_some_and(|n| n.checked_mul(8).is_some());
+            if !fits {
+                return Err(c.err(format!(
+                    "tensor {name}: dimensions {dims:?} hold more elements than can be addressed"
+                )));
             }
             let type_id = c.u32(&name)?;
             let offset = c.u64(&name)? as usize;
@@ -188,15 +202,24 @@ impl GgufFile {
         let align = metadata
             .get("general.alignment")
             .and_then(|v| v.as_u64())
-            .unwrap_or(32) as usize;
-        let data_start = c.pos.div_ceil(align) * align;
+            .unwrap_or(32);
+        let data_start = usize::try_from(align)
+            .ok()
+            .filter(|&a| a > 0)
+            .and_then(|a| c.pos.div_ceil(a).checked_mul(a))
+            .ok_or_else(|| c.err(format!("general.alignment is {align} (a positive size)")))?;
         let mut tensors = BTreeMap::new();
         for (name, dims, type_id, rel) in infos {
+            let offset = data_start.checked_add(rel).ok_or_else(|| {
+                c.err(format!(
+                    "truncated: tensor {name} starts at byte {rel} past the data, beyond any file"
+                ))
+            })?;
             let t = GgufTensor {
                 name: name.clone(),
                 dims,
                 type_id,
-                offset: data_start + rel,
+                offset,
             };
             // Supported types must fit inside the file; unsupported ones are reported when read.
             if let Ok(ty) = GgmlType::from_id(type_id) {
@@ -216,11 +239,10 @@ impl GgufFile {
                         ggml_type_name(type_id)
                     ))
                 })?;
-                if t.offset + size > buf.len() {
+                if t.offset.checked_add(size).is_none_or(|end| end > buf.len()) {
                     return Err(c.err(format!(
-                        "truncated: tensor {name} needs bytes {}..{}, file has {}",
+                        "truncated: tensor {name} needs {size} bytes from byte {}, file has {}",
                         t.offset,
-                        t.offset + size,
                         buf.len()
                     )));
                 }
