@@ -143,6 +143,12 @@ fn load_legacy(path: &Path, model: &Llama, settings: AdamWSettings) -> Result<Ad
         let (name, dtype, shape, _, bytes) = t
             .into_parts()
             .map_err(|e| bad(format!("Burn optimizer record: {e:?}")))?;
+        // Every moment is a factor's matrix (a tensor of another rank would panic below).
+        if shape.len() != 2 {
+            return Err(bad(format!(
+                "{name} has shape {shape:?}; a factor's moment is a matrix"
+            )));
+        }
         let data = TensorData::from_bytes(bytes, shape, dtype);
         let t: Tensor<2> = Tensor::from_data(data, (&device, DType::F32));
         stored.insert(name, t);

@@ -273,40 +273,89 @@ fn parse_config(path: &Path, cfg: &Value) -> Result<(LoraConfig, Option<String>)
         Some("LORA") | None => {}
         Some(other) => return Err(bad(format!("peft_type `{other}` is not LORA"))),
     }
-    let rank = config_value(cfg, "r")
+    // A key present with another type than PEFT writes is an error naming it: a silent default
+    // (`lora_alpha: "16"` read as 8) would change the adapter's arithmetic.
+    let typed = |key: &str, kind: Kind| -> Result<Option<&Value>> {
+        match config_value(cfg, key) {
+            None => Ok(None),
+            Some(v) if kind.holds(v) => Ok(Some(v)),
+            Some(v) => Err(bad(format!("`{key}` is {v}, not {}", kind.name()))),
+        }
+    };
+    let rank = typed("r", Kind::Count)?
         .and_then(Value::as_u64)
-        .ok_or_else(|| bad("`r` missing or not a positive integer".into()))?
-        as usize;
-    let alpha = config_value(cfg, "lora_alpha")
+        .ok_or_else(|| bad("`r` missing".into()))? as usize;
+    let alpha = typed("lora_alpha", Kind::Number)?
         .and_then(Value::as_f64)
         .unwrap_or(8.0);
-    let dropout = config_value(cfg, "lora_dropout")
+    let dropout = typed("lora_dropout", Kind::Number)?
         .and_then(Value::as_f64)
         .unwrap_or(0.0);
-    let use_rslora = config_value(cfg, "use_rslora")
+    let use_rslora = typed("use_rslora", Kind::Bool)?
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    if config_value(cfg, "use_dora").and_then(Value::as_bool) == Some(true) {
+    if typed("use_dora", Kind::Bool)?.and_then(Value::as_bool) == Some(true) {
         return Err(bad(
             "DoRA adapters (`use_dora: true`) are not supported".into()
         ));
     }
+    if typed("use_qalora", Kind::Bool)?.and_then(Value::as_bool) == Some(true) {
+        return Err(bad(
+            "QA-LoRA adapters (`use_qalora: true`) are not supported".into(),
+        ));
+    }
     for k in ["rank_pattern", "alpha_pattern"] {
-        if let Some(v) = config_value(cfg, k)
-            && v.as_object().is_some_and(|o| !o.is_empty())
-        {
+        if typed(k, Kind::Object)?.is_some_and(|v| v.as_object().is_some_and(|o| !o.is_empty())) {
             return Err(bad(format!("per-module `{k}` is not supported")));
         }
     }
-    if let Some(b) = config_value(cfg, "bias").and_then(Value::as_str)
+    if let Some(b) = typed("bias", Kind::Text)?.and_then(Value::as_str)
         && b != "none"
     {
         return Err(bad(format!("bias `{b}` is not supported (only \"none\")")));
     }
-    if let Some(m) = config_value(cfg, "modules_to_save")
-        && m.as_array().is_some_and(|a| !a.is_empty())
+    if typed("modules_to_save", Kind::List)?
+        .is_some_and(|m| m.as_array().is_some_and(|a| !a.is_empty()))
     {
         return Err(bad("`modules_to_save` is not supported".into()));
+    }
+    // Initialisations that change the base model too (its weights become the residual the
+    // adapter was fitted to), unless PEFT converted the adapter back to plain LoRA on saving.
+    if let Some(init) = typed("init_lora_weights", Kind::BoolOrText)?.and_then(Value::as_str)
+        && ["pissa", "olora", "corda", "loftq"]
+            .iter()
+            .any(|m| init.starts_with(m))
+    {
+        return Err(bad(format!(
+            "`init_lora_weights: \"{init}\"` adapters expect a base model changed by that \
+             initialisation; save them with PEFT's conversion to plain LoRA \
+             (path_initial_model_for_weight_conversion)"
+        )));
+    }
+    // Settings that place the adapter where engram would not (a replicated layer stack), add
+    // trainable weights beside the factors, or make it another kind of adapter (activated,
+    // routed, block-diagonal, SVD-truncated, …): refused while set, whatever engram does not
+    // know being better named than guessed (PEFT 0.21 writes them null, false or empty).
+    for k in [
+        "layer_replication",
+        "target_parameters",
+        "trainable_token_indices",
+        "alora_invocation_tokens",
+        "arrow_config",
+        "kasa_config",
+        "monteclora_config",
+        "use_bdlora",
+        "velora_config",
+    ] {
+        let set = config_value(cfg, k).is_some_and(|v| match v {
+            Value::Array(a) => !a.is_empty(),
+            Value::Object(o) => !o.is_empty(),
+            Value::Bool(b) => *b,
+            _ => true,
+        });
+        if set {
+            return Err(bad(format!("`{k}` is not supported")));
+        }
     }
     let targets: Vec<String> = match config_value(cfg, "target_modules") {
         Some(Value::Array(a)) => a
@@ -341,7 +390,49 @@ fn parse_config(path: &Path, cfg: &Value) -> Result<(LoraConfig, Option<String>)
         .with_rslora(use_rslora)
         .with_targets(targets)
         .with_layers(layers);
+    // r 0 (a scaling of alpha / 0), a dropout outside [0, 1), a non-positive alpha.
+    config.validate_values().map_err(|e| bad(e.to_string()))?;
     Ok((config, base))
+}
+
+/// The kinds of value an adapter config's keys hold.
+#[derive(Clone, Copy)]
+enum Kind {
+    Count,
+    Number,
+    Bool,
+    Object,
+    Text,
+    List,
+    BoolOrText,
+}
+
+impl Kind {
+    /// Whether `v` is of this kind.
+    fn holds(self, v: &Value) -> bool {
+        match self {
+            Kind::Count => v.is_u64(),
+            Kind::Number => v.is_number(),
+            Kind::Bool => v.is_boolean(),
+            Kind::Object => v.is_object(),
+            Kind::Text => v.is_string(),
+            Kind::List => v.is_array(),
+            Kind::BoolOrText => v.is_boolean() || v.is_string(),
+        }
+    }
+
+    /// What an error calls it.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Count => "a whole number",
+            Kind::Number => "a number",
+            Kind::Bool => "true or false",
+            Kind::Object => "an object",
+            Kind::Text => "a string",
+            Kind::List => "a list",
+            Kind::BoolOrText => "true, false or a method name",
+        }
+    }
 }
 
 /// A factor's shape and values.
@@ -464,6 +555,54 @@ mod tests {
             parse_key(&key(3, LoraTarget::K, "A")),
             Some((3, LoraTarget::K, 'A'))
         );
+    }
+
+    #[test]
+    fn a_config_that_would_change_the_math_unseen_is_refused_by_its_key() {
+        let path = Path::new("adapter/adapter_config.json");
+        let parse = |extra: Value| {
+            let mut cfg = serde_json::json!({
+                "peft_type": "LORA", "r": 8, "lora_alpha": 32, "lora_dropout": 0.05,
+                "target_modules": ["q_proj", "v_proj"], "bias": "none",
+                "init_lora_weights": true, "layer_replication": null,
+            });
+            cfg.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            parse_config(path, &cfg).map_err(|e| e.to_string())
+        };
+        let (ok, _) = parse(serde_json::json!({})).unwrap();
+        assert_eq!((ok.rank, ok.alpha), (8, 32.0));
+        // PEFT's own empty and default values pass.
+        assert!(parse(serde_json::json!({"rank_pattern": {}, "use_dora": false, "init_lora_weights": "gaussian", "target_parameters": null})).is_ok());
+        for (extra, named) in [
+            (serde_json::json!({"r": 0}), "rank"),
+            (serde_json::json!({"r": "8"}), "`r`"),
+            (serde_json::json!({"lora_alpha": "16"}), "`lora_alpha`"),
+            (serde_json::json!({"lora_dropout": 1.5}), "dropout"),
+            (serde_json::json!({"use_rslora": "true"}), "`use_rslora`"),
+            (serde_json::json!({"use_qalora": true}), "use_qalora"),
+            (
+                serde_json::json!({"init_lora_weights": "pissa_niter_4"}),
+                "pissa",
+            ),
+            (serde_json::json!({"init_lora_weights": "loftq"}), "loftq"),
+            (
+                serde_json::json!({"layer_replication": [[0, 2], [1, 3]]}),
+                "layer_replication",
+            ),
+            (
+                serde_json::json!({"trainable_token_indices": [5]}),
+                "trainable_token_indices",
+            ),
+            (serde_json::json!({"bias": 1}), "`bias`"),
+        ] {
+            let e = parse(extra.clone()).unwrap_err();
+            assert!(
+                e.contains(named) && e.contains("adapter_config.json"),
+                "{extra}: {e}"
+            );
+        }
     }
 
     #[test]
