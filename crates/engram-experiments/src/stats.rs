@@ -1,8 +1,11 @@
 //! The statistics behind the table's intervals and paired comparisons: the Wilson score
-//! interval of one run's accuracy, a percentile bootstrap over facts and replicates, and
-//! McNemar's exact test of two methods answering the same facts. Checked against SciPy
+//! interval of one run's accuracy, a percentile bootstrap over facts and replicates, and the
+//! exact sign test of two methods answering the same facts over the facts each did better on
+//! (McNemar's exact test with one run a method). Checked against SciPy
 //! (`binomtest(...).proportion_ci(method="wilson")`) and statsmodels (`mcnemar(exact=True)`) on
 //! fixed inputs (`tests/fixtures/stats/`, made by `tests/peers/make_stats_fixture.py`).
+
+use std::collections::BTreeMap;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -109,56 +112,58 @@ pub fn mcnemar_exact(b: usize, c: usize) -> f64 {
     (2.0 * cdf).min(1.0)
 }
 
-/// Two methods answering the same facts: the difference of their accuracies (first minus
-/// second) with a 95 % bootstrap interval over the facts, and McNemar's exact test.
+/// Two methods answering the same facts, compared over the facts: the difference of their
+/// accuracies (first minus second) with a 95 % bootstrap interval over the facts, how many facts
+/// each did better on, and the exact sign test on those (McNemar's exact test where each fact
+/// has one pair of runs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Paired {
     /// Accuracy difference with its interval.
     pub difference: Interval,
-    /// Pairs where only the first was right.
-    pub only_first: usize,
-    /// Pairs where only the second was right.
-    pub only_second: usize,
-    /// Pairs compared (facts × replicates both have).
+    /// Facts the first did better on (its outcome, averaged over the fact's pairs of runs,
+    /// higher): with one pair of runs a fact, the facts only the first got right.
+    pub first_better: usize,
+    /// Facts the second did better on.
+    pub second_better: usize,
+    /// Facts compared.
+    pub facts: usize,
+    /// Pairs of runs compared, over all facts (facts × replicates both have).
     pub pairs: usize,
-    /// McNemar's exact p-value.
+    /// The exact sign test's two-sided p-value over `first_better` against `second_better`.
     pub p_value: f64,
 }
 
-/// Compares `first` and `second`: per replicate (rows, paired by index), per fact (columns,
-/// the same facts in the same order) outcomes, 1.0 correct. A method with a single run (long
-/// context and RAG answer greedily) is paired with every replicate of the other; otherwise the
-/// replicates both have are. The interval resamples facts, the pairs' differences averaged per
-/// fact. `None` if either has no run or their facts differ in number.
-pub fn paired(first: &[Vec<f64>], second: &[Vec<f64>], seed: u64) -> Option<Paired> {
-    let reps = if first.len() == 1 || second.len() == 1 {
-        first.len().max(second.len())
-    } else {
-        first.len().min(second.len())
-    };
-    let facts = first.first()?.len();
-    if second.is_empty() || facts == 0 || second[0].len() != facts {
-        return None;
+/// Compares two methods from `outcomes`, one `(fact id, first's outcome, second's outcome)`
+/// per pair of runs that answered the fact (1.0 correct). Runs of the same fact are not
+/// independent observations — replicates differ in their training seed, not in what they are
+/// asked — so each fact's difference is averaged over its pairs and the fact is the unit: of
+/// the interval (facts resampled) and of the test (facts the first did better on against facts
+/// the second did better on, ties left out). With one pair a fact that test is McNemar's exact
+/// test. `None` without a pair.
+pub fn paired<'a>(
+    outcomes: impl IntoIterator<Item = (&'a str, f64, f64)>,
+    seed: u64,
+) -> Option<Paired> {
+    let mut by_fact: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    let mut pairs = 0;
+    for (fact, a, b) in outcomes {
+        let e = by_fact.entry(fact).or_default();
+        e.0 += a - b;
+        e.1 += 1;
+        pairs += 1;
     }
-    let run = |runs: &'_ [Vec<f64>], r: usize| -> usize { if runs.len() == 1 { 0 } else { r } };
-    let (mut only_first, mut only_second) = (0, 0);
-    let mut per_fact = vec![0.0; facts];
-    for r in 0..reps {
-        let (x, y) = (&first[run(first, r)], &second[run(second, r)]);
-        for f in 0..facts {
-            let (a, b) = (x[f] > 0.5, y[f] > 0.5);
-            only_first += usize::from(a && !b);
-            only_second += usize::from(b && !a);
-            per_fact[f] += (x[f] - y[f]) / reps as f64;
-        }
-    }
+    let per_fact: Vec<f64> = by_fact.values().map(|&(d, n)| d / n as f64).collect();
+    let first_better = per_fact.iter().filter(|&&d| d > 0.0).count();
+    let second_better = per_fact.iter().filter(|&&d| d < 0.0).count();
+    let facts = per_fact.len();
     let difference = bootstrap(&[per_fact], BOOTSTRAP_RESAMPLES, seed)?;
     Some(Paired {
         difference,
-        only_first,
-        only_second,
-        pairs: reps * facts,
-        p_value: mcnemar_exact(only_first, only_second),
+        first_better,
+        second_better,
+        facts,
+        pairs,
+        p_value: mcnemar_exact(first_better, second_better),
     })
 }
 
@@ -209,13 +214,49 @@ mod tests {
     }
 
     #[test]
-    fn paired_counts_the_discordant_pairs() {
-        let a = vec![vec![1.0, 1.0, 0.0, 1.0]];
-        let b = vec![vec![0.0, 1.0, 0.0, 0.0]];
-        let p = paired(&a, &b, 3).unwrap();
-        assert_eq!((p.only_first, p.only_second, p.pairs), (2, 0, 4));
+    fn paired_counts_the_discordant_facts() {
+        let one_run = [
+            ("f1", 1.0, 0.0),
+            ("f2", 1.0, 1.0),
+            ("f3", 0.0, 0.0),
+            ("f4", 1.0, 0.0),
+        ];
+        let p = paired(one_run, 3).unwrap();
+        assert_eq!(
+            (p.first_better, p.second_better, p.facts, p.pairs),
+            (2, 0, 4, 4)
+        );
         assert!((p.difference.mean - 0.5).abs() < 1e-12);
         assert!((p.p_value - 0.5).abs() < 1e-12);
-        assert_eq!(paired(&a, &[vec![1.0]], 3), None);
+        assert_eq!(paired([], 3), None);
+    }
+
+    #[test]
+    fn replicates_of_one_fact_are_one_observation() {
+        // Five replicates that agree, paired with one greedy run: five facts better, not 25
+        // independent pairs (McNemar over the pairs said p = 2 · 2⁻²⁵).
+        let mut outcomes = Vec::new();
+        for _replicate in 0..5 {
+            for f in ["a", "b", "c", "d", "e", "x", "y"] {
+                outcomes.push((f, 1.0, if f < "x" { 0.0 } else { 1.0 }));
+            }
+        }
+        let p = paired(outcomes.iter().copied(), 3).unwrap();
+        assert_eq!(
+            (p.first_better, p.second_better, p.facts, p.pairs),
+            (5, 0, 7, 35)
+        );
+        assert!((p.p_value - 0.0625).abs() < 1e-12, "{}", p.p_value);
+        // Replicates that split on a fact give it their mean difference: 2 of 4 right against 0
+        // is +0.5, still one fact better.
+        let split = [
+            ("a", 1.0, 0.0),
+            ("a", 0.0, 0.0),
+            ("a", 1.0, 0.0),
+            ("a", 0.0, 0.0),
+        ];
+        let p = paired(split, 3).unwrap();
+        assert_eq!((p.first_better, p.facts), (1, 1));
+        assert!((p.difference.mean - 0.5).abs() < 1e-12);
     }
 }

@@ -3,7 +3,7 @@
 //! for one run; with replicates their mean and a bootstrap over facts and replicates), `NA`
 //! where a method does not fit, `diverged` / `collapsed` where training went wrong
 //! ([`crate::health`]); then every LoRA rank against RAG and long context on the same facts
-//! (paired difference, McNemar's exact test). Rendered as Markdown and CSV, optionally beside
+//! (paired difference, the exact sign test over facts). Rendered as Markdown and CSV, optionally beside
 //! reference values (`--compare`), marking the cells whose interval excludes them.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -190,10 +190,13 @@ impl Table {
         if !pairs.is_empty() {
             s.push_str(
                 "\n## Paired comparisons\n\nBoth methods answer the same facts: the difference \
-                 of their accuracies with a 95 % bootstrap interval over the facts, the answers \
-                 only one of them got right (over pairs of runs: a single greedy run is paired \
-                 with each replicate of the other method), and McNemar's exact test.\n\n\
-                 | Facts | Comparison | Difference [95 %] | Only first right | Only second right | McNemar p |\n\
+                 of their accuracies with a 95 % bootstrap interval over the facts, the facts \
+                 each did better on (its answers to the fact averaged over its replicates, a \
+                 single greedy run paired with each replicate of the other method; with one run \
+                 each, the facts only it got right), and the exact sign test over those facts \
+                 (McNemar's exact test with one run each). The fact is the unit: replicates \
+                 answer the same facts and are not independent observations.\n\n\
+                 | Facts | Comparison | Difference [95 %] | First better | Second better | Sign test p |\n\
                  |---:|---|---:|---:|---:|---:|\n",
             );
             for (n, a, b, p) in &pairs {
@@ -202,8 +205,8 @@ impl Table {
                     a.header(),
                     b.header(),
                     difference_text(p),
-                    p.only_first,
-                    p.only_second,
+                    p.first_better,
+                    p.second_better,
                     p_text(p.p_value)
                 ));
             }
@@ -286,17 +289,18 @@ impl Table {
             _ => None,
         };
         let ((xa, ra), (xb, rb)) = (runs(a)?, runs(b)?);
-        let (mut first, mut second) = (Vec::new(), Vec::new());
+        let mut outcomes = Vec::new();
         for (i, (rep_a, ids_a)) in ra.iter().enumerate() {
             for (j, (rep_b, ids_b)) in rb.iter().enumerate() {
                 let same_run = rep_a == rep_b || ra.len() == 1 || rb.len() == 1;
                 if same_run && ids_a == ids_b {
-                    first.push(xa[i].clone());
-                    second.push(xb[j].clone());
+                    for (k, id) in ids_a.iter().enumerate() {
+                        outcomes.push((id.as_str(), xa[i][k], xb[j][k]));
+                    }
                 }
             }
         }
-        crate::stats::paired(&first, &second, BOOTSTRAP_SEED)
+        crate::stats::paired(outcomes, BOOTSTRAP_SEED)
     }
 
     /// Every size where both have judged answers: `a` against `b`.

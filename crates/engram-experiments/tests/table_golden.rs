@@ -257,10 +257,15 @@ fn replicates_show_their_mean_and_interval_and_broken_runs_no_accuracy() {
     );
     let rows = t.paired_rows(Method::Lora { rank: 8 }, Method::Rag);
     assert_eq!(rows.len(), 1);
-    // Paired per replicate: facts 7..12 (5), 7..14 (7), 7..16 (9) right only for LoRA.
+    // Paired per replicate: facts 7..12, 7..14 and 7..16 right only for LoRA in one replicate
+    // each; the fact is the unit, so 9 facts (7..16) LoRA did better on, over 3 × 20 pairs.
     assert_eq!(
-        (rows[0].1.only_first, rows[0].1.only_second),
-        (5 + 7 + 9, 0)
+        (
+            rows[0].1.first_better,
+            rows[0].1.second_better,
+            rows[0].1.pairs
+        ),
+        (9, 0, 60)
     );
 }
 
@@ -358,9 +363,13 @@ fn resampled_runs_are_scored_on_their_own_facts_and_paired_within_a_replicate() 
     // Replicate 1 is scored on its own facts (10/10), not on replicate 0's ids (0/10).
     assert_eq!(replicates, &vec![0.8, 1.0]);
     assert!((value - 0.9).abs() < 1e-12);
-    // Pairs only within a replicate: 4 + 4 answers only LoRA got right, over 20 pairs.
+    // Pairs only within a replicate, each on its own facts: 4 + 4 facts only LoRA got right,
+    // 20 facts over 20 pairs.
     let p = t.paired(10, lora, Method::Rag).unwrap();
-    assert_eq!((p.only_first, p.only_second, p.pairs), (8, 0, 20));
+    assert_eq!(
+        (p.first_better, p.second_better, p.facts, p.pairs),
+        (8, 0, 20, 20)
+    );
     assert!(t.markdown(None).contains("Facts resampled per replicate"));
     // A run of one method on facts the other never answered is not paired with it.
     let t = Table::from_records(&recs[..3]);

@@ -21,7 +21,7 @@ pub struct TableArgs {
     #[arg(long)]
     pub compare: Option<String>,
     /// Compare two methods on the same facts: the paired difference of their accuracies with
-    /// its interval and McNemar's exact test, at every fact count (methods by slug or header:
+    /// its interval and the exact sign test over facts, at every fact count (methods by slug or header:
     /// lora-r8, rag, long-context, "LoRA r=64").
     #[arg(long, num_args = 2, value_names = ["A", "B"])]
     pub paired: Option<Vec<String>>,
@@ -69,12 +69,12 @@ pub fn run(a: TableArgs) -> Result<()> {
             );
         }
         println!(
-            "\n{} − {} (same facts; 95 % bootstrap interval; McNemar's exact test)\n",
+            "\n{} − {} (same facts; 95 % bootstrap interval over the facts; the exact sign test over the facts each did better on, McNemar's with one run each)\n",
             first.header(),
             second.header()
         );
         println!(
-            "| Facts | Difference [95 %] | Only {0} right | Only {1} right | Pairs | McNemar p |",
+            "| Facts | Difference [95 %] | {0} better | {1} better | Pairs of runs | Sign test p |",
             first.header(),
             second.header()
         );
@@ -83,8 +83,8 @@ pub fn run(a: TableArgs) -> Result<()> {
             println!(
                 "| {n} | {} | {} | {} | {} | {} |",
                 engram_experiments::difference_text(&p),
-                p.only_first,
-                p.only_second,
+                p.first_better,
+                p.second_better,
                 p.pairs,
                 engram_experiments::p_text(p.p_value)
             );
