@@ -37,10 +37,14 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// Temporary names made by this process.
 static TEMPORARIES: AtomicUsize = AtomicUsize::new(0);
 
-/// A sibling of `path` no other process or write uses: `<name>.<what>.<pid>-<n>`.
+/// A sibling of `path` no other process or write uses: `<name>.<what>.<host>-<pid>-<n>` (the
+/// host too: tasks on several machines, or in containers whose pids start over, share result
+/// directories).
 pub fn unique_sibling(path: &Path, what: &str) -> PathBuf {
     let n = TEMPORARIES.fetch_add(1, Ordering::SeqCst);
-    sibling(path, &format!(".{what}.{}-{n}", std::process::id()))
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let host = HOST.get_or_init(crate::hostname);
+    sibling(path, &format!(".{what}.{host}-{}-{n}", std::process::id()))
 }
 
 /// Syncs the directory holding `path`, so that a rename into it survives a crash. Best effort:
@@ -66,7 +70,11 @@ fn sync_dir(dir: &Path) {
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), AtomicError> {
     let tmp = unique_sibling(path, "tmp");
     let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        // Never another writer's file, should a name repeat after all.
+        let mut f = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()
     })();
