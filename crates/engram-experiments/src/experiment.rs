@@ -402,6 +402,27 @@ impl Experiment {
         if self.answer.batch_size == 0 || self.training.train.batch_size == 0 {
             return Err(self.bad("batch sizes must be ≥ 1".into()));
         }
+        // The model preset's architecture file, which the memory estimate and Slurm's memory
+        // classes read: named when it is missing or wrong, never skipped unseen.
+        if let Some(a) = &self.model.architecture {
+            let path = self.model_file.parent().unwrap_or(Path::new(".")).join(a);
+            let origin = path.display().to_string();
+            let read = std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                .and_then(|v| {
+                    engram_model::LlamaConfig::from_hf_json(&v, &origin).map_err(|e| e.to_string())
+                });
+            if let Err(e) = read {
+                return Err(self.bad(format!("model.architecture = \"{a}\" ({origin}): {e}")));
+            }
+        }
+        // The LLM judge's prompt, read now: found missing after every cell has trained, its fix
+        // would change the cells' configuration and cost their training.
+        if let Some(prompt) = self.judge.prompt_path(&self.judge_dir()) {
+            engram_judge::JudgePrompt::load(&prompt)
+                .map_err(|e| self.bad(format!("the judge's prompt: {e}")))?;
+        }
         Ok(())
     }
 

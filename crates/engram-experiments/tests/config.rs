@@ -326,3 +326,43 @@ fn a_rank_of_its_own_lr_changes_that_rank_cells_alone() {
         "{e}"
     );
 }
+
+#[test]
+fn a_judge_prompt_or_architecture_file_that_does_not_read_is_named_at_load() {
+    let t = Tree::new();
+    // The LLM judge's prompt: missing, then without a placeholder it needs.
+    t.write(
+        "configs/judges/j.toml",
+        "kind = \"openai\"\nbase_url = \"http://localhost:8000/v1\"\nmodel = \"m\"\nprompt = \"judge.txt\"\n",
+    );
+    let e = t.experiment("").unwrap_err().to_string();
+    assert!(e.contains("x.toml") && e.contains("judge.txt"), "{e}");
+    t.write("configs/judges/judge.txt", "Q {question} A {answer}");
+    let e = t.experiment("").unwrap_err().to_string();
+    assert!(e.contains("judge.txt") && e.contains("{gold}"), "{e}");
+    t.write(
+        "configs/judges/judge.txt",
+        "Q {question} G {gold} A {answer}",
+    );
+    t.experiment("").unwrap();
+    // The model preset's architecture file: missing, then not a model config.
+    t.write("configs/judges/j.toml", "kind = \"token-f1\"\n");
+    t.write(
+        "configs/models/m.toml",
+        "source = \"some/model\"\narchitecture = \"arch.json\"\n",
+    );
+    let e = t.experiment("").unwrap_err().to_string();
+    assert!(
+        e.contains("model.architecture") && e.contains("arch.json"),
+        "{e}"
+    );
+    t.write("configs/models/arch.json", "{\"hidden_size\": 8}");
+    let e = t.experiment("").unwrap_err().to_string();
+    assert!(e.contains("arch.json"), "{e}");
+    std::fs::copy(
+        repo().join("tests/fixtures/tiny-f32/config.json"),
+        t.dir.path().join("configs/models/arch.json"),
+    )
+    .unwrap();
+    t.experiment("").unwrap();
+}
