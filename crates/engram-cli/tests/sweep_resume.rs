@@ -132,6 +132,22 @@ fn a_killed_sweep_resumes_to_the_same_table_without_rerunning_finished_cells() {
         "{log}"
     );
     assert_eq!(read(&b.join("table.md")), table_a);
+
+    // A record the file system will not read (here a directory in its place; on NFS an EIO or
+    // ESTALE) is named and left alone: its content is unknown, so its cell does not run again
+    // and nothing replaces it.
+    let record = b.join("cells/n4-rag.json");
+    let kept = read(&record);
+    std::fs::remove_file(&record).unwrap();
+    std::fs::create_dir(&record).unwrap();
+    let log = run_ok(sweep(&exp, &b));
+    assert!(
+        log.contains("n4-rag.json") && log.contains("not run") && log.contains("0 cells run"),
+        "{log}"
+    );
+    assert!(record.is_dir(), "left as it was");
+    std::fs::remove_dir(&record).unwrap();
+    std::fs::write(&record, kept).unwrap();
 }
 
 #[test]

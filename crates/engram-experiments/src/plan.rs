@@ -22,8 +22,11 @@ pub enum CellState {
     Stale,
     /// A record of a failure (the error): runs again.
     Failed(String),
-    /// A record that cannot be read (why): never used, runs again.
+    /// A record whose content is wrong (why): never used, runs again.
     Corrupt(String),
+    /// A record the file system would not read just now (why): neither used nor run again, so
+    /// that a passing I/O error never replaces a finished cell's record.
+    Unreadable(String),
 }
 
 impl CellState {
@@ -35,6 +38,7 @@ impl CellState {
             CellState::Stale => "stale",
             CellState::Failed(_) => "failed",
             CellState::Corrupt(_) => "corrupt",
+            CellState::Unreadable(_) => "unreadable",
         }
     }
 }
@@ -55,7 +59,7 @@ pub struct PlannedCell {
 impl PlannedCell {
     /// Whether the sweep runs it.
     pub fn runs(&self) -> bool {
-        self.state != CellState::Done
+        !matches!(self.state, CellState::Done | CellState::Unreadable(_))
     }
 }
 
@@ -138,6 +142,7 @@ pub fn state_of(results: &ResultsDir, id: &str, hash: &str) -> CellState {
         }
         Found::Record(_) => CellState::Done,
         Found::Corrupt(why) => CellState::Corrupt(why),
+        Found::Unreadable(why) => CellState::Unreadable(why),
         Found::Missing => CellState::Missing,
     }
 }

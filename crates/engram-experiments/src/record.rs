@@ -206,8 +206,12 @@ pub enum Found {
     Missing,
     /// A readable record.
     Record(Box<CellRecord>),
-    /// A record that could not be read (named in the message); never used.
+    /// A record whose content is wrong (named in the message); never used.
     Corrupt(String),
+    /// A record the file system would not read just now (an I/O error other than a missing
+    /// file: EIO, ESTALE on NFS, a permission): its content is unknown, so it is neither used
+    /// nor replaced.
+    Unreadable(String),
 }
 
 impl ResultsDir {
@@ -283,7 +287,7 @@ impl ResultsDir {
         for p in paths {
             match read_record(&p) {
                 Found::Record(r) => records.push(*r),
-                Found::Corrupt(why) => corrupt.push(why),
+                Found::Corrupt(why) | Found::Unreadable(why) => corrupt.push(why),
                 Found::Missing => {}
             }
         }
@@ -295,7 +299,7 @@ fn read_record(path: &Path) -> Found {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Missing,
-        Err(e) => return Found::Corrupt(format!("{}: {e}", path.display())),
+        Err(e) => return Found::Unreadable(format!("{}: {e}", path.display())),
     };
     match serde_json::from_slice::<CellRecord>(&bytes) {
         Ok(r) if r.format != FORMAT => Found::Corrupt(format!(

@@ -66,7 +66,7 @@ pub fn status(
             (state, stale) => {
                 let why = match state {
                     CellState::Stale => "its record has another configuration".to_string(),
-                    CellState::Corrupt(why) => why.clone(),
+                    CellState::Corrupt(why) | CellState::Unreadable(why) => why.clone(),
                     _ => progress(&dir.work_dir().join(&id)),
                 };
                 match stale {

@@ -169,11 +169,19 @@ pub fn run_sweep(
                 continue;
             }
         };
-        if state_of(&runner.results, &id, &plan.hash) == CellState::Done {
-            progress.note(&format!("{id}: finished by another sweep meanwhile"));
-            skipped.push(id);
-            progress.advance(1);
-            continue;
+        match state_of(&runner.results, &id, &plan.hash) {
+            CellState::Done => {
+                progress.note(&format!("{id}: finished by another sweep meanwhile"));
+                skipped.push(id);
+                progress.advance(1);
+                continue;
+            }
+            CellState::Unreadable(why) => {
+                progress.note(&format!("{why}; left as it is"));
+                progress.advance(1);
+                continue;
+            }
+            _ => {}
         }
         progress.note(&format!("{id}: started"));
         let record = match runner.run_guarded(plan, samples.of(&plan.cell)) {
@@ -226,6 +234,10 @@ fn report_plan(planned: &[PlannedCell], progress: &dyn Progress) -> Vec<String> 
                 progress.note(&format!("{id}: failed before ({e}); trying again"))
             }
             CellState::Corrupt(why) => progress.note(&format!("{why}; running the cell again")),
+            CellState::Unreadable(why) => progress.note(&format!(
+                "{why}; not run, so that a passing read error cannot replace its record: run \
+                 the sweep again once it reads"
+            )),
             CellState::Missing => {}
         }
     }
