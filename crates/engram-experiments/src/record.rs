@@ -127,8 +127,10 @@ pub enum MethodMetrics {
 }
 
 /// A cell's figures (a record's `metrics`): the verdict counts when it was judged, and its
-/// method's own figures.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// method's own figures. Read by hand ([`CellMetrics`]'s `Deserialize`): serde's flattened
+/// `Option`s would read figures that do not parse as absent, and a record with malformed
+/// metrics as a healthy one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CellMetrics {
     /// Correct, judged, judge.
     #[serde(flatten)]
@@ -136,6 +138,32 @@ pub struct CellMetrics {
     /// Training, prefill or retrieval figures.
     #[serde(flatten)]
     pub method: Option<MethodMetrics>,
+}
+
+/// The keys of [`JudgeCounts`] in a record's `metrics`.
+const JUDGE_KEYS: [&str; 3] = ["correct", "judged", "judge"];
+
+impl<'de> Deserialize<'de> for CellMetrics {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut map = serde_json::Map::<String, Value>::deserialize(d)?;
+        let mut counts = serde_json::Map::new();
+        for k in JUDGE_KEYS {
+            if let Some(v) = map.remove(k) {
+                counts.insert(k.to_string(), v);
+            }
+        }
+        // Present keys must read: an error names what did not, where flatten gave `None`.
+        let judged = (!counts.is_empty())
+            .then(|| JudgeCounts::deserialize(Value::Object(counts)))
+            .transpose()
+            .map_err(|e| D::Error::custom(format!("metrics' verdict counts: {e}")))?;
+        let method = (!map.is_empty())
+            .then(|| MethodMetrics::deserialize(Value::Object(map)))
+            .transpose()
+            .map_err(|e| D::Error::custom(format!("metrics' method figures: {e}")))?;
+        Ok(Self { judged, method })
+    }
 }
 
 /// The software that made a record.

@@ -132,8 +132,36 @@ fn corrupt_records_are_reported_and_not_used() {
         results.record_path("n10-lora-r999"),
     )
     .unwrap();
+    // Metrics that do not parse (figures of the wrong type): corrupt, where they used to read
+    // as absent and the cell as healthy.
+    for (cell, key, value) in [
+        ("n10-lora-r8", "epochs", serde_json::json!("3")),
+        ("n10-lora-r64", "correct", serde_json::json!("9")),
+    ] {
+        let p = results.record_path(cell);
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        if key == "epochs" {
+            v["metrics"]["final_loss"] = serde_json::json!(0.1);
+            v["metrics"]["trainable_params"] = serde_json::json!(1);
+        }
+        v["metrics"][key] = value;
+        std::fs::write(&p, v.to_string()).unwrap();
+    }
     let r = render_dir(dir.path(), None).unwrap();
-    assert_eq!(r.corrupt.len(), 2, "{:?}", r.corrupt);
+    assert_eq!(r.corrupt.len(), 4, "{:?}", r.corrupt);
+    for (cell, what) in [
+        ("n10-lora-r8", "method figures"),
+        ("n10-lora-r64", "verdict counts"),
+    ] {
+        assert!(
+            r.corrupt
+                .iter()
+                .any(|c| c.contains(&format!("{cell}.json")) && c.contains(what)),
+            "{cell}: {:?}",
+            r.corrupt
+        );
+    }
     assert!(
         r.corrupt
             .iter()
