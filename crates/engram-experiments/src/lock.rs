@@ -10,7 +10,10 @@
 //! higher `SLURM_RESTART_COUNT`); a live one never is. Taking over renames the
 //! stale file away first (a rename succeeds for one racer only), checks that what it moved is
 //! the file it judged stale (else it puts it back without overwriting anything), and only then
-//! creates its own claim exclusively — so two takers never both hold the cell.
+//! creates its own claim exclusively — so two takers never both hold the cell. A holder checks
+//! that the claim is still its own ([`CellLock::still_held`]) before it writes the cell's
+//! record: one suspended past `stale_after` (a paused VM, Slurm's suspend) finds its cell taken
+//! over and leaves the record to the sweep that took it.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -236,12 +239,20 @@ impl Drop for CellLock {
             t.thread().unpark();
             let _ = t.join();
         }
-        let ours = inspect(&self.path)
-            .and_then(|s| s.holder)
-            .is_some_and(|h| h.token == self.token);
-        if ours {
+        if self.still_held() {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+impl CellLock {
+    /// Whether the claim file still carries this claim: `false` once another sweep has taken
+    /// the cell over — this holder was suspended past `stale_after` (a paused VM, Slurm's
+    /// suspend), or lost a take-over race — and must then leave the cell's record to it.
+    pub fn still_held(&self) -> bool {
+        inspect(&self.path)
+            .and_then(|s| s.holder)
+            .is_some_and(|h| h.token == self.token)
     }
 }
 
@@ -346,6 +357,25 @@ mod tests {
             Claim::Held(s) => s,
             Claim::Acquired(_) => panic!("expected the claim to be held elsewhere"),
         }
+    }
+
+    #[test]
+    fn a_holder_can_tell_that_its_claim_was_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locks/n10-rag.lock");
+        let Claim::Acquired(first) = claim(&path, &quick()).unwrap() else {
+            panic!("first claim")
+        };
+        assert!(first.still_held());
+        // Another sweep took it over (as after this holder was suspended past stale_after).
+        std::fs::remove_file(&path).unwrap();
+        let Claim::Acquired(second) = claim(&path, &quick()).unwrap() else {
+            panic!("the take-over")
+        };
+        assert!(!first.still_held() && second.still_held());
+        // Dropping the old claim leaves the new one's file alone.
+        drop(first);
+        assert!(second.still_held());
     }
 
     #[test]

@@ -157,7 +157,7 @@ pub fn run_sweep(
         }
         progress.status(&id);
         let lock_path = runner.results.lock_path(&id);
-        let _claim = match lock::claim(&lock_path, &opts.locks)
+        let claim = match lock::claim(&lock_path, &opts.locks)
             .with_context(|| format!("cannot claim cell {id} ({})", lock_path.display()))?
         {
             Claim::Acquired(l) => l,
@@ -198,6 +198,19 @@ pub fn run_sweep(
                 break;
             }
         };
+        // Taken over while it ran: the record, and the cell's work directory, are the other
+        // sweep's now.
+        if !claim.still_held() {
+            let who =
+                lock::inspect(&lock_path).map_or("no sweep now".to_string(), |s| s.holder_name());
+            progress.note(&format!(
+                "{id}: its claim was taken over while it ran (now {who}); its record is left to \
+                 that sweep"
+            ));
+            elsewhere.push((id, who));
+            progress.advance(1);
+            continue;
+        }
         runner.results.write(&record)?;
         if record.status == CellStatus::Failed {
             failed.push((id.clone(), record.error.clone().unwrap_or_default()));
