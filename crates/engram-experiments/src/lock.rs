@@ -65,6 +65,11 @@ pub struct Holder {
     /// Slurm's restart count of that job (`SLURM_RESTART_COUNT`: how often it was requeued).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restarts: Option<u32>,
+    /// The holder's pid namespace (`/proc/self/ns/pid`, as `pid:[4026531836]`), where the
+    /// host has one: containers that share a host name (`--network=host`) number their
+    /// processes apart, so a pid is only looked up in its own namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<String>,
     /// When the claim was taken (Unix seconds).
     pub since_unix: u64,
     /// Tells this claim from any other on the same path.
@@ -82,6 +87,7 @@ impl Holder {
             pid: std::process::id(),
             job: slurm_job(),
             restarts: slurm_restarts(),
+            pid_namespace: pid_namespace(),
             since_unix: now.as_secs(),
             token: format!(
                 "{:x}-{:x}-{}",
@@ -98,6 +104,16 @@ impl Holder {
         job.is_some()
             && self.job.as_deref() == job
             && restarts.unwrap_or(0) > self.restarts.unwrap_or(0)
+    }
+
+    /// Whether this holder's pid can be looked up here: the same host, and the same pid
+    /// namespace where both claims say (a claim that does not say is taken as this one's).
+    fn same_processes(&self) -> bool {
+        self.host == hostname()
+            && match (&self.pid_namespace, pid_namespace()) {
+                (Some(theirs), Some(ours)) => *theirs == ours,
+                _ => true,
+            }
     }
 
     /// `host H, pid P[, job J]`.
@@ -196,10 +212,17 @@ impl Seen {
     pub fn is_stale(&self, s: &LockSettings) -> bool {
         self.age > s.stale_after
             || self.holder.as_ref().is_some_and(|h| {
-                (h.host == hostname() && !process_alive(h.pid))
+                (h.same_processes() && !process_alive(h.pid))
                     || h.earlier_run_of(slurm_job().as_deref(), slurm_restarts())
             })
     }
+}
+
+/// This process's pid namespace (`/proc/self/ns/pid`'s link), where the host has one.
+fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// Whether process `pid` exists on this host (Linux: `/proc/<pid>`; elsewhere assumed alive,
@@ -460,6 +483,16 @@ mod tests {
             ..Holder::me()
         };
         std::fs::write(&path, serde_json::to_vec(&remote).unwrap()).unwrap();
+        held(claim(&path, &quick()).unwrap());
+        // So is one from another pid namespace of this host (a container sharing its name):
+        // the pid means another process there.
+        let contained = Holder {
+            pid,
+            pid_namespace: Some("pid:[1]".into()),
+            ..Holder::me()
+        };
+        assert_ne!(contained.pid_namespace, pid_namespace());
+        std::fs::write(&path, serde_json::to_vec(&contained).unwrap()).unwrap();
         held(claim(&path, &quick()).unwrap());
     }
 
