@@ -22,4 +22,4 @@ pub use filter::language::LanguageConfig;
 pub use filter::minhash::{Hasher, NearDupConfig, candidates, near_duplicates, shingles};
 pub use filter::subset::comparable;
 pub use filter::{Decision, FilterConfig, FilterReport, filter};
-pub use read::{Ingested, Unreadable, ingest};
+pub use read::{Ingested, MAX_FILE_BYTES, Unreadable, ingest, ingest_except};

@@ -31,7 +31,8 @@ pub struct Unreadable {
     /// The file (`file#N` for the N-th message of an mbox).
     pub path: String,
     /// The reason's short name, counted in the manifest (`empty`, `binary`, `not-utf8`,
-    /// `unparseable-email`, `no-text-body`, `unreadable-pdf`, `io`).
+    /// `unparseable-email`, `no-text-body`, `unreadable-pdf`, `io`, `too-large`, `not-a-file`,
+    /// `corpus-output`).
     pub reason: String,
     /// The reason in words.
     pub detail: String,
@@ -48,59 +49,145 @@ pub struct Ingested {
     pub files: usize,
 }
 
-/// The files under `paths` (files as given, directories walked in name order).
-pub fn list_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
+/// Files larger than this are named and skipped (`too-large`) rather than read whole: a disk
+/// image or a video in a documents folder would otherwise take the process's memory.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// The files under `paths` (files as given, directories walked in name order) and what the
+/// walk skipped with its reason, leaving out the directories `except` (the corpus being
+/// written, when it lies under an input). Each directory and each file is visited once, however many
+/// ways lead to it (a symlink loop, overlapping inputs); symlinks are followed. Hidden entries
+/// and a maildir's `tmp/` (messages still being delivered) are not read; a folder that cannot
+/// be listed, an entry that is neither a file nor a folder (a FIFO, a device, a broken link) is
+/// named with its reason. An input that does not exist is an error.
+fn list_files(paths: &[PathBuf], except: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Unreadable>)> {
+    let mut w = Walk {
+        except: except
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect(),
+        ..Walk::default()
+    };
     for p in paths {
         let meta = std::fs::metadata(p).map_err(CorpusError::io(p))?;
         if meta.is_dir() {
-            walk(p, &mut out)?;
+            w.dir(p);
         } else {
-            out.push(p.clone());
+            w.entry(p, &meta);
         }
     }
-    Ok(out)
+    Ok((w.files, w.skipped))
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(CorpusError::io(dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for e in entries {
-        let name = e.file_name().map(|n| n.to_string_lossy().into_owned());
-        // Hidden files and a maildir's tmp/ (messages still being delivered) are not read.
-        if name
-            .as_deref()
-            .is_some_and(|n| n.starts_with('.') || n == "tmp")
-        {
-            continue;
-        }
-        if e.is_dir() {
-            walk(&e, out)?;
-        } else {
-            out.push(e);
+/// A walk of the inputs: what it found, what it skipped, where it has been.
+#[derive(Default)]
+struct Walk {
+    files: Vec<PathBuf>,
+    skipped: Vec<Unreadable>,
+    seen: std::collections::HashSet<PathBuf>,
+    except: Vec<PathBuf>,
+}
+
+impl Walk {
+    fn skip(&mut self, path: &Path, reason: &str, detail: String) {
+        self.skipped.push(Unreadable {
+            path: path.display().to_string(),
+            reason: reason.into(),
+            detail,
+        });
+    }
+
+    /// Whether `path` (canonical) is seen for the first time.
+    fn first_visit(&mut self, path: &Path) -> bool {
+        match std::fs::canonicalize(path) {
+            Ok(c) => self.seen.insert(c),
+            Err(_) => true,
         }
     }
-    Ok(())
+
+    fn dir(&mut self, dir: &Path) {
+        if let Ok(c) = std::fs::canonicalize(dir)
+            && self.except.contains(&c)
+        {
+            return self.skip(
+                dir,
+                "corpus-output",
+                "the corpus being written (its files read back would repeat every document)".into(),
+            );
+        }
+        if !self.first_visit(dir) {
+            return;
+        }
+        let listing = match std::fs::read_dir(dir) {
+            Ok(l) => l,
+            Err(e) => return self.skip(dir, "io", format!("cannot list the folder: {e}")),
+        };
+        let mut entries = Vec::new();
+        for e in listing {
+            match e {
+                Ok(e) => entries.push(e.path()),
+                Err(e) => self.skip(dir, "io", format!("cannot list the folder: {e}")),
+            }
+        }
+        entries.sort();
+        let maildir = dir.join("cur").is_dir() || dir.join("new").is_dir();
+        for e in entries {
+            let name = e.file_name().map(|n| n.to_string_lossy().into_owned());
+            if name
+                .as_deref()
+                .is_some_and(|n| n.starts_with('.') || (maildir && n == "tmp"))
+            {
+                continue;
+            }
+            match std::fs::metadata(&e) {
+                Ok(meta) if meta.is_dir() => self.dir(&e),
+                Ok(meta) => self.entry(&e, &meta),
+                Err(err) => self.skip(&e, "io", err.to_string()),
+            }
+        }
+    }
+
+    /// A non-folder entry: a file to read, unless another way led to it already.
+    fn entry(&mut self, path: &Path, meta: &std::fs::Metadata) {
+        if !meta.is_file() {
+            return self.skip(
+                path,
+                "not-a-file",
+                "neither a file nor a folder (a pipe, a device or a socket)".into(),
+            );
+        }
+        if self.first_visit(path) {
+            self.files.push(path.to_path_buf());
+        }
+    }
 }
 
 /// Reads every file under `paths` (see the module docs), reporting a `reading` task of one
 /// step per file. Errors only for an input that does not exist, holds no file, or whose files
 /// were all unreadable (with the counts per reason).
 pub fn ingest(paths: &[PathBuf], progress: &dyn Progress) -> Result<Ingested> {
+    ingest_except(paths, &[], progress)
+}
+
+/// [`ingest`], leaving out the directories `except` (the corpus being written, when it lies
+/// under an input: its documents read back would repeat every one).
+pub fn ingest_except(
+    paths: &[PathBuf],
+    except: &[PathBuf],
+    progress: &dyn Progress,
+) -> Result<Ingested> {
     let inputs = paths
         .iter()
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let files = list_files(paths)?;
+    let (files, skipped) = list_files(paths, except)?;
     if files.is_empty() {
         return Err(CorpusError::NoFiles(inputs));
     }
     let mut got = Ingested {
         files: files.len(),
+        unreadable: skipped,
         ..Ingested::default()
     };
     progress.begin("reading", Some(files.len() as u64));
@@ -155,6 +242,19 @@ fn extension(path: &Path) -> String {
 /// Reads one file into `got`.
 fn read_file(path: &Path, got: &mut Ingested) {
     let shown = path.display().to_string();
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.len() > MAX_FILE_BYTES
+    {
+        return unreadable(
+            got,
+            shown,
+            "too-large",
+            format!(
+                "{} bytes, more than the {MAX_FILE_BYTES} a document may have",
+                meta.len()
+            ),
+        );
+    }
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) => return unreadable(got, shown, "io", e.to_string()),

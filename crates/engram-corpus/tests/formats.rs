@@ -230,3 +230,58 @@ fn inputs_that_give_nothing_are_named_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn a_walk_visits_each_file_once_and_names_what_it_skips() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    put(&docs, "a.txt", b"The meeting moved to Thursday.");
+    put(&docs, "sub/b.md", b"# Budget\nThe budget is 4 million.");
+    // Outside a maildir, a folder named tmp is the user's own and read.
+    put(&docs, "tmp/c.txt", b"Notes kept in tmp.");
+    // A symlink loop, and a second way to a folder: each file once, and no endless walk.
+    std::os::unix::fs::symlink(&docs, docs.join("loop")).unwrap();
+    std::os::unix::fs::symlink(docs.join("sub"), docs.join("again")).unwrap();
+    // A pipe: never opened (reading it would wait forever).
+    let fifo = docs.join("pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // A file too large to read whole (sparse: no disk used).
+    let big = std::fs::File::create(docs.join("disk.img")).unwrap();
+    big.set_len(engram_corpus::MAX_FILE_BYTES + 1).unwrap();
+    // The corpus written into the folder it reads: left out, or a second ingest would read
+    // its documents back.
+    put(&docs, "corpus/documents.jsonl", b"{\"id\": \"x\"}\n");
+    let inputs = [docs.clone(), docs.join("sub")];
+    let got = engram_corpus::ingest_except(&inputs, &[docs.join("corpus")], &Quiet).unwrap();
+    let mut files: Vec<&str> = got
+        .documents
+        .iter()
+        .map(|d| d.provenance.file.rsplit('/').next().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["a.txt", "b.md", "c.txt"], "{:?}", got.documents);
+    let reasons: Vec<(&str, &str)> = got
+        .unreadable
+        .iter()
+        .map(|u| (u.path.rsplit('/').next().unwrap(), u.reason.as_str()))
+        .collect();
+    for want in [
+        ("pipe", "not-a-file"),
+        ("disk.img", "too-large"),
+        ("corpus", "corpus-output"),
+    ] {
+        assert!(reasons.contains(&want), "{want:?} in {reasons:?}");
+    }
+    // A maildir's tmp/ holds messages still being delivered: not read.
+    let mail = dir.path().join("mail");
+    put(&mail, "cur/1", MIME.as_bytes());
+    put(&mail, "tmp/2", MIME.as_bytes());
+    let got = ingest(&[mail], &Quiet).unwrap();
+    assert_eq!((got.files, got.documents.len()), (1, 1));
+}

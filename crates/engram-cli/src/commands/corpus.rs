@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use engram_corpus::{Corpus, FilterFlags, FilterSummary, filter, ingest};
+use engram_corpus::{Corpus, FilterFlags, FilterSummary, filter, ingest_except};
 
 use crate::progress::Bars;
 
@@ -53,7 +53,9 @@ pub fn run(cmd: CorpusCommand) -> Result<()> {
 }
 
 fn run_ingest(a: IngestArgs) -> Result<()> {
-    let got = ingest(&a.paths, &Bars::new(true))?;
+    // The corpus itself is left out where it lies under an input (a second ingest into it
+    // would read its documents back).
+    let got = ingest_except(&a.paths, std::slice::from_ref(&a.out), &Bars::new(true))?;
     let corpus = Corpus::at(&a.out);
     let m = corpus
         .write_ingested(&a.paths, &got)
@@ -118,10 +120,13 @@ fn explain(corpus: &Corpus, id: &str) -> Result<()> {
         bail!("{id}: no such document in {}", corpus.dir.display());
     };
     let docs = corpus.documents()?;
-    let doc = docs
-        .iter()
-        .find(|x| x.id == id)
-        .expect("decided documents exist");
+    let Some(doc) = docs.iter().find(|x| x.id == id) else {
+        bail!(
+            "{id}: decided by the last filter but not among the documents of {}: the corpus \
+             was ingested again since; run `engram corpus filter` again",
+            corpus.dir.display()
+        );
+    };
     let p = &doc.provenance;
     println!(
         "{id}: {} ({}{})",
