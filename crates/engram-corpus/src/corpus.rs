@@ -75,10 +75,19 @@ impl Corpus {
     /// documents and dropping its filter results).
     pub fn write_ingested(&self, inputs: &[PathBuf], got: &Ingested) -> Result<Manifest> {
         std::fs::create_dir_all(&self.dir).map_err(CorpusError::io(&self.dir))?;
-        engram_io::write_jsonl(&self.path("documents.jsonl"), &got.documents)?;
-        for stale in ["kept.jsonl", "decisions.jsonl"] {
-            let _ = std::fs::remove_file(self.path(stale));
+        // The manifest and an earlier filter's results go first and the manifest comes back
+        // last, so that an interrupted write never leaves new documents beside an old
+        // manifest, kept list or decisions.
+        for stale in ["manifest.json", "kept.jsonl", "decisions.jsonl"] {
+            let p = self.path(stale);
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(CorpusError::io(&p)(e));
+                }
+                _ => {}
+            }
         }
+        engram_io::write_jsonl(&self.path("documents.jsonl"), &got.documents)?;
         let mut by_kind = BTreeMap::new();
         for d in &got.documents {
             *by_kind.entry(d.kind.name().to_string()).or_default() += 1;
@@ -141,6 +150,11 @@ impl Corpus {
         decisions: &[Decision],
         summary: FilterSummary,
     ) -> Result<()> {
+        // An earlier filter's summary goes first: interrupted between the files, the corpus
+        // reads as unfiltered rather than as that filter's with this one's kept list.
+        if manifest.filter.take().is_some() {
+            self.write_manifest(manifest)?;
+        }
         engram_io::write_jsonl(&self.path("kept.jsonl"), kept)?;
         engram_io::write_jsonl(&self.path("decisions.jsonl"), decisions)?;
         manifest.filter = Some(summary);

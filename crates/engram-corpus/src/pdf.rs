@@ -7,10 +7,16 @@ use pdf_extract::{Document, Object};
 
 /// Title and text of a PDF, or the reason's short name and its words.
 pub fn read_pdf(bytes: &[u8]) -> Result<(Option<String>, String), (&'static str, String)> {
+    // A panic's message may quote the document (`pdf-extract` panics with the PDF object it
+    // could not use), and the default hook prints it: silenced while the reader runs. Ingest
+    // reads one file at a time, so no other thread's panic is due in that window.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
     let run = std::panic::catch_unwind(|| {
         let text = pdf_extract::extract_text_from_mem(bytes).map_err(|e| e.to_string())?;
         Ok::<_, String>((title(bytes), text))
     });
+    std::panic::set_hook(hook);
     match run {
         Ok(Ok(got)) => Ok(got),
         Ok(Err(e)) => Err(("unreadable-pdf", format!("PDF: {e}"))),
