@@ -51,6 +51,10 @@ impl Default for NearDupConfig {
     }
 }
 
+/// The most hash functions (`bands × rows`) a near-duplicate signature may have: the default's
+/// 243 sixteen times over; more would only cost memory (a signature per document).
+pub const MAX_HASHES: usize = 4096;
+
 impl NearDupConfig {
     /// Names a setting out of range.
     pub fn validate(&self) -> Result<()> {
@@ -65,6 +69,17 @@ impl NearDupConfig {
         }
         if self.bands == 0 || self.rows == 0 {
             return bad("near.bands/rows", "must be at least 1");
+        }
+        // Each document's signature holds bands × rows hashes.
+        if self
+            .bands
+            .checked_mul(self.rows)
+            .is_none_or(|n| n > MAX_HASHES)
+        {
+            return bad(
+                "near.bands/rows",
+                "bands × rows must be at most 4096 hash functions",
+            );
         }
         if self.shingle == 0 {
             return bad("near.shingle", "must be at least 1 word");
@@ -235,6 +250,20 @@ mod tests {
         assert!((c.candidate_probability(0.9) - 0.4169).abs() < 1e-3);
         assert!(c.candidate_probability(0.97) > 0.99);
         assert!(c.candidate_probability(0.7) < 1e-3);
+    }
+
+    #[test]
+    fn signatures_too_large_or_overflowing_are_refused_by_name() {
+        assert!(NearDupConfig::default().validate().is_ok());
+        for (bands, rows) in [(65, 64), (usize::MAX / 2, 3), (1 << 32, 1 << 32)] {
+            let cfg = NearDupConfig {
+                bands,
+                rows,
+                ..NearDupConfig::default()
+            };
+            let e = cfg.validate().unwrap_err().to_string();
+            assert!(e.contains("near.bands/rows") && e.contains("4096"), "{e}");
+        }
     }
 
     #[test]
