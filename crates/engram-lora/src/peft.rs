@@ -495,7 +495,16 @@ pub fn load_adapter(dir: &Path) -> Result<PeftAdapter> {
         } else {
             &mut entry.1
         };
-        *slot = Some((t.shape.clone(), t.to_f32()));
+        let values = t.to_f32();
+        // A factor holding NaN or ±inf is named here, where a resumed or merged run would
+        // only report a diverged loss or a broken model.
+        if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+            return Err(LoraError::adapter(
+                &weights,
+                format!("{name} holds {} at index {at}", values[at]),
+            ));
+        }
+        *slot = Some((t.shape.clone(), values));
     }
     if pairs.is_empty() {
         return Err(LoraError::adapter(&weights, "holds no LoRA factors"));

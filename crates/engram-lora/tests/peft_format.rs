@@ -234,6 +234,18 @@ fn mismatched_adapters_are_refused_with_names() {
     let e = load_adapter(empty.path()).unwrap_err().to_string();
     assert!(e.contains(ADAPTER_WEIGHTS), "{e}");
     let _ = LoraConfig::new(1);
+
+    // A factor holding NaN is named with its tensor, where it loaded and later read as a
+    // diverged run.
+    let nan = tempfile::tempdir().unwrap();
+    let mut adapter = load_adapter(&fixtures().join("lora/r4")).unwrap();
+    adapter.factors[0].b[3] = f32::NAN;
+    adapter.save(nan.path()).unwrap();
+    let e = load_adapter(nan.path()).unwrap_err().to_string();
+    assert!(
+        e.contains(ADAPTER_WEIGHTS) && e.contains("lora_B") && e.contains("NaN"),
+        "{e}"
+    );
 }
 
 /// Runs `../shared/peers/peft_check_adapter.py` on an adapter that engram exported, when a
