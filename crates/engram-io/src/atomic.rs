@@ -37,14 +37,22 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// Temporary names made by this process.
 static TEMPORARIES: AtomicUsize = AtomicUsize::new(0);
 
-/// A sibling of `path` no other process or write uses: `<name>.<what>.<host>-<pid>-<n>` (the
-/// host too: tasks on several machines, or in containers whose pids start over, share result
-/// directories).
+/// A sibling of `path` no other process or write uses: `<name>.<what>.<host>-<pid>-<t>-<n>`.
+/// The host too, since tasks on several machines, or in containers whose pids start over,
+/// share result directories; and `t`, this process's start in nanoseconds, since a pid comes
+/// back in a later process, which must not meet the leftover of an earlier one killed
+/// mid-write.
 pub fn unique_sibling(path: &Path, what: &str) -> PathBuf {
+    static ME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let me = ME.get_or_init(|| {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        format!("{}-{}-{started:x}", crate::hostname(), std::process::id())
+    });
     let n = TEMPORARIES.fetch_add(1, Ordering::SeqCst);
-    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let host = HOST.get_or_init(crate::hostname);
-    sibling(path, &format!(".{what}.{host}-{}-{n}", std::process::id()))
+    sibling(path, &format!(".{what}.{me}-{n}"))
 }
 
 /// Syncs the directory holding `path`, so that a rename into it survives a crash. Best effort:
