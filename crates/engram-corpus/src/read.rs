@@ -97,25 +97,22 @@ impl Walk {
         });
     }
 
-    /// Whether `path` (canonical) is seen for the first time.
-    fn first_visit(&mut self, path: &Path) -> bool {
-        match std::fs::canonicalize(path) {
-            Ok(c) => self.seen.insert(c),
-            Err(_) => true,
-        }
+    /// Whether canonical path `canonical` is seen for the first time (a path that has none is
+    /// always new).
+    fn first_visit(&mut self, canonical: Option<PathBuf>) -> bool {
+        canonical.is_none_or(|c| self.seen.insert(c))
     }
 
     fn dir(&mut self, dir: &Path) {
-        if let Ok(c) = std::fs::canonicalize(dir)
-            && self.except.contains(&c)
-        {
+        let canonical = std::fs::canonicalize(dir).ok();
+        if canonical.as_ref().is_some_and(|c| self.except.contains(c)) {
             return self.skip(
                 dir,
                 "corpus-output",
                 "the corpus being written (its files read back would repeat every document)".into(),
             );
         }
-        if !self.first_visit(dir) {
+        if !self.first_visit(canonical) {
             return;
         }
         let listing = match std::fs::read_dir(dir) {
@@ -156,7 +153,7 @@ impl Walk {
                 "neither a file nor a folder (a pipe, a device or a socket)".into(),
             );
         }
-        if self.first_visit(path) {
+        if self.first_visit(std::fs::canonicalize(path).ok()) {
             self.files.push(path.to_path_buf());
         }
     }

@@ -19,14 +19,9 @@ use crate::record::ResultsDir;
 /// config of a checkpoint that is already on this machine (a local path or a cached registry
 /// model). `None` when neither is available (a hub model not yet downloaded).
 pub fn architecture(exp: &Experiment) -> Option<(LlamaConfig, String)> {
-    if let Some(a) = &exp.model.architecture {
-        let path = exp.model_file.parent().unwrap_or(Path::new(".")).join(a);
-        let text = std::fs::read_to_string(&path).ok()?;
-        let v = serde_json::from_str(&text).ok()?;
-        let origin = path.display().to_string();
-        return LlamaConfig::from_hf_json(&v, &origin)
-            .ok()
-            .map(|c| (c, origin));
+    if exp.model.architecture.is_some() {
+        // Read when the experiment loaded (it refuses one that does not read).
+        return exp.architecture_file().ok().flatten();
     }
     local_architecture(&exp.model_source())
 }

@@ -404,19 +404,7 @@ impl Experiment {
         }
         // The model preset's architecture file, which the memory estimate and Slurm's memory
         // classes read: named when it is missing or wrong, never skipped unseen.
-        if let Some(a) = &self.model.architecture {
-            let path = self.model_file.parent().unwrap_or(Path::new(".")).join(a);
-            let origin = path.display().to_string();
-            let read = std::fs::read_to_string(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-                .and_then(|v| {
-                    engram_model::LlamaConfig::from_hf_json(&v, &origin).map_err(|e| e.to_string())
-                });
-            if let Err(e) = read {
-                return Err(self.bad(format!("model.architecture = \"{a}\" ({origin}): {e}")));
-            }
-        }
+        self.architecture_file().map_err(|e| self.bad(e))?;
         // The LLM judge's prompt, read now: found missing after every cell has trained, its fix
         // would change the cells' configuration and cost their training.
         if let Some(prompt) = self.judge.prompt_path(&self.judge_dir()) {
@@ -424,6 +412,25 @@ impl Experiment {
                 .map_err(|e| self.bad(format!("the judge's prompt: {e}")))?;
         }
         Ok(())
+    }
+
+    /// The model preset's `architecture` file read as a model config, with where it came
+    /// from; `None` where the preset names none. Why it does not read, naming the key and the
+    /// file, otherwise.
+    pub fn architecture_file(
+        &self,
+    ) -> std::result::Result<Option<(engram_model::LlamaConfig, String)>, String> {
+        let Some(a) = &self.model.architecture else {
+            return Ok(None);
+        };
+        let path = self.model_file.parent().unwrap_or(Path::new(".")).join(a);
+        let origin = path.display().to_string();
+        let named = |e: String| format!("model.architecture = \"{a}\" ({origin}): {e}");
+        let text = std::fs::read_to_string(&path).map_err(|e| named(e.to_string()))?;
+        let v = serde_json::from_str(&text).map_err(|e| named(e.to_string()))?;
+        let config = engram_model::LlamaConfig::from_hf_json(&v, &origin)
+            .map_err(|e| named(e.to_string()))?;
+        Ok(Some((config, origin)))
     }
 
     /// The model source with a relative path taken from the preset's directory.

@@ -113,7 +113,7 @@ pub fn write_jsonl<T: serde::Serialize>(
 
 /// Replaces directory `dst` by `src` (a fully written temporary directory, whose files the
 /// caller has synced): `src`'s entries are synced, then it is renamed into place and the parent
-/// synced. An existing `dst` is first renamed aside (`<dst>.old.<pid>-<n>`) and put back if `src`
+/// synced. An existing `dst` is first renamed aside (a [`unique_sibling`]: `<dst>.old.…`) and put back if `src`
 /// cannot take its place; once `src` is in place, removing the old copy is best effort (a
 /// leftover is no failure of the replacement).
 pub fn replace_dir(src: &Path, dst: &Path) -> Result<(), AtomicError> {

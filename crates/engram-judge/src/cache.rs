@@ -58,7 +58,12 @@ pub fn cache_key(model: &str, prompt: &str) -> String {
     h.update(model.as_bytes());
     h.update(b"\n");
     h.update(prompt.as_bytes());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&h.finalize())
+}
+
+/// `bytes` as lower-case hex digits.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl JudgeCache {

@@ -278,8 +278,7 @@ const SECRET_PARAMETERS: [&str; 5] = ["key", "token", "secret", "password", "sig
 /// shown in messages and kept in results.
 fn check_base_url(url: &str) -> Result<()> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let why = if authority.contains('@') {
+    let why = if authority(rest).contains('@') {
         Some("credentials before its host (`user:password@`)".to_string())
     } else {
         url.split_once('?').and_then(|(_, query)| {
@@ -303,6 +302,12 @@ fn check_base_url(url: &str) -> Result<()> {
     }
 }
 
+/// The authority of a URL whose scheme is cut off (`[userinfo@]host[:port]`): what comes
+/// before its path, query or fragment.
+fn authority(after_scheme: &str) -> &str {
+    after_scheme.split(['/', '?', '#']).next().unwrap_or("")
+}
+
 /// Whether `url` names this machine (`localhost`, `127.0.0.0/8`, `::1`): what `--local-only`
 /// accepts. A URL that cannot be parsed is not loopback.
 pub fn is_loopback(url: &str) -> bool {
@@ -312,9 +317,8 @@ pub fn is_loopback(url: &str) -> bool {
     else {
         return false;
     };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     // userinfo@host:port
-    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let host_port = authority(rest).rsplit('@').next().unwrap_or("");
     let host = if let Some(v6) = host_port.strip_prefix('[') {
         match v6.split_once(']') {
             Some((h, _)) => h,

@@ -290,10 +290,7 @@ impl Judge for OpenAiJudge {
             h.update(part.as_bytes());
             h.update(b"\0");
         }
-        let hash: String = h.finalize()[..6]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hash = crate::cache::hex(&h.finalize()[..6]);
         format!("{} (prompt and format {hash})", self.name())
     }
 
