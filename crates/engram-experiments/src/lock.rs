@@ -7,10 +7,11 @@
 //! claim is held, so a holder that died stops beating. A claim whose heartbeat is older than
 //! [`LockSettings::stale_after`] may be taken over, and so may one whose holder ran on this host
 //! and no longer exists, or was an earlier run of this process's own Slurm job (requeued: a
-//! higher `SLURM_RESTART_COUNT`); a live one never is. Taking over renames the
-//! stale file away first (a rename succeeds for one racer only), checks that what it moved is
-//! the file it judged stale (else it puts it back without overwriting anything), and only then
-//! creates its own claim exclusively — so two takers never both hold the cell. A holder checks
+//! higher `SLURM_RESTART_COUNT`); a live one never is. Takers go one at a time, holding
+//! `locks/<cell>.lock.takeover` (created exclusively); under it a taker judges the claim again,
+//! renames the stale file away, checks that what it moved is the file it judged stale (else it
+//! puts it back without overwriting anything), and only then creates its own claim exclusively
+//! — so two takers never both hold the cell. A holder checks
 //! that the claim is still its own ([`CellLock::still_held`]) before it writes the cell's
 //! record: one suspended past `stale_after` (a paused VM, Slurm's suspend) finds its cell taken
 //! over and leaves the record to the sweep that took it.
@@ -308,17 +309,78 @@ pub fn claim(path: &Path, s: &LockSettings) -> std::io::Result<Claim> {
     if !seen.is_stale(s) {
         return Ok(Claim::Held(seen));
     }
-    // Take the stale claim over: move it aside, make sure it is the one judged stale.
+    take_over(path, s, seen)
+}
+
+/// `<cell>.lock.takeover`: held (created exclusively) by the one sweep taking a stale claim
+/// over.
+fn takeover_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".takeover");
+    path.with_file_name(name)
+}
+
+/// Removes the take-over guard when the take-over ends, however it ends.
+struct Guard(PathBuf);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Takes over the stale claim `seen` at `path`. Takers go one at a time, each holding the
+/// take-over guard ([`takeover_path`]): without it, one that judged the claim stale could move
+/// aside a claim another taker had just made, and a third create one in the gap while it put
+/// that back, leaving two sweeps running the cell. Under the guard the claim is judged again
+/// (another taker may have finished first), moved aside, checked to be the one judged stale
+/// (its holder may have released it and a new sweep claimed the cell), and only then replaced
+/// by this sweep's own, created exclusively. A guard older than `stale_after` was left by a
+/// taker that died in the milliseconds a take-over takes: it is removed, and tried once more.
+fn take_over(path: &Path, s: &LockSettings, seen: Seen) -> std::io::Result<Claim> {
+    let guard_path = takeover_path(path);
+    let mut guard = None;
+    for _ in 0..2 {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&guard_path)
+        {
+            Ok(_) => {
+                guard = Some(Guard(guard_path.clone()));
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if inspect(&guard_path).is_none_or(|g| g.age <= s.stale_after) {
+                    // Another sweep is taking it over now.
+                    return Ok(Claim::Held(seen));
+                }
+                let _ = std::fs::remove_file(&guard_path);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let Some(_guard) = guard else {
+        return Ok(Claim::Held(seen));
+    };
+    let token = |s: &Seen| s.holder.as_ref().map(|h| h.token.clone());
+    let Some(now) = inspect(path) else {
+        // Released (or taken over and released) meanwhile: free.
+        return Ok(match create(path, s)? {
+            Some(lock) => Claim::Acquired(lock),
+            None => Claim::Held(inspect(path).unwrap_or(seen)),
+        });
+    };
+    if token(&now) != token(&seen) || !now.is_stale(s) {
+        return Ok(Claim::Held(now));
+    }
     let aside = engram_io::unique_sibling(path, "stale");
     if std::fs::rename(path, &aside).is_err() {
-        // Another taker moved it first.
         return Ok(Claim::Held(inspect(path).unwrap_or(seen)));
     }
-    let moved = inspect(&aside).and_then(|m| m.holder);
-    let judged = seen.holder.as_ref().map(|h| &h.token);
-    if moved.as_ref().map(|h| &h.token) != judged {
-        // A fresh claim replaced the stale one in between: put it back unless the path is
-        // taken again (a hard link never overwrites).
+    if inspect(&aside).map(|m| token(&m)) != Some(token(&seen)) {
+        // Its holder released it and a new sweep claimed the cell in between: put that claim
+        // back unless the path is taken again (a hard link never overwrites).
         let _ = std::fs::hard_link(&aside, path);
         let _ = std::fs::remove_file(&aside);
         return Ok(Claim::Held(inspect(path).unwrap_or(seen)));
@@ -373,6 +435,26 @@ mod tests {
             heartbeat: Duration::from_millis(50),
             stale_after: Duration::from_secs(5),
         }
+    }
+
+    /// Writes at `path` the claim of a process that died an hour ago (heartbeat that old).
+    fn plant_dead_claim(path: &Path) {
+        let dead = Holder {
+            pid: 1,
+            token: "dead".into(),
+            ..Holder::me()
+        };
+        std::fs::write(path, serde_json::to_vec(&dead).unwrap()).unwrap();
+        age_an_hour(path);
+    }
+
+    fn age_an_hour(path: &Path) {
+        File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(3600))
+            .unwrap();
     }
 
     fn held(c: Claim) -> Seen {
@@ -433,15 +515,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.lock");
         // A claim left by a process that died an hour ago.
-        let dead = Holder {
-            pid: 1,
-            token: "dead".into(),
-            ..Holder::me()
-        };
-        std::fs::write(&path, serde_json::to_vec(&dead).unwrap()).unwrap();
-        let f = File::options().write(true).open(&path).unwrap();
-        f.set_modified(SystemTime::now() - Duration::from_secs(3600))
-            .unwrap();
+        plant_dead_claim(&path);
         let Claim::Acquired(lock) = claim(&path, &quick()).unwrap() else {
             panic!("a stale claim is taken over")
         };
@@ -456,7 +530,13 @@ mod tests {
         assert_eq!(names.len(), 1, "{names:?}");
         drop(lock);
         // The same file an hour old but fresh by its heartbeat: not taken.
-        std::fs::write(&path, serde_json::to_vec(&dead).unwrap()).unwrap();
+        plant_dead_claim(&path);
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(SystemTime::now())
+            .unwrap();
         held(claim(&path, &quick()).unwrap());
     }
 
@@ -517,6 +597,68 @@ mod tests {
         };
         assert!(!second.earlier_run_of(Some("7_3"), Some(1)), "a later run");
         assert!(second.earlier_run_of(Some("7_3"), Some(3)));
+    }
+
+    #[test]
+    fn racing_take_overs_of_a_stale_claim_give_the_cell_to_one() {
+        // Many sweeps finding the same abandoned claim at once (a Slurm array started after a
+        // crash): one takes the cell; a taker must never move aside a claim that another has
+        // just made, which a third could then replace while the first still runs the cell.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.lock");
+        for round in 0..300 {
+            plant_dead_claim(&path);
+            let (start, tried) = (std::sync::Barrier::new(6), std::sync::Barrier::new(6));
+            let won: Vec<bool> = std::thread::scope(|s| {
+                let racers: Vec<_> = (0..6)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            let c = claim(&path, &quick()).unwrap();
+                            // Held until every racer has tried.
+                            tried.wait();
+                            match c {
+                                Claim::Acquired(l) => {
+                                    assert!(l.still_held(), "round {round}: its claim was taken");
+                                    true
+                                }
+                                Claim::Held(_) => false,
+                            }
+                        })
+                    })
+                    .collect();
+                racers.into_iter().map(|r| r.join().unwrap()).collect()
+            });
+            assert_eq!(
+                won.iter().filter(|w| **w).count(),
+                1,
+                "round {round}: {won:?}"
+            );
+            // The winner released its claim; nothing else is left.
+            let left: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert!(left.is_empty(), "round {round}: {left:?}");
+        }
+    }
+
+    #[test]
+    fn a_take_over_guard_is_respected_and_an_abandoned_one_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.lock");
+        plant_dead_claim(&path);
+        // Another sweep is taking the stale claim over: left to it.
+        let guard = takeover_path(&path);
+        std::fs::write(&guard, b"").unwrap();
+        held(claim(&path, &quick()).unwrap());
+        assert_eq!(inspect(&path).unwrap().holder.unwrap().token, "dead");
+        // A guard left by a taker that died mid-take-over: cleared, and the cell taken.
+        age_an_hour(&guard);
+        let Claim::Acquired(lock) = claim(&path, &quick()).unwrap() else {
+            panic!("an abandoned guard is cleared")
+        };
+        assert!(lock.still_held() && !guard.exists());
     }
 
     #[test]
