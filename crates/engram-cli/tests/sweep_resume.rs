@@ -148,6 +148,32 @@ fn a_killed_sweep_resumes_to_the_same_table_without_rerunning_finished_cells() {
     assert!(record.is_dir(), "left as it was");
     std::fs::remove_dir(&record).unwrap();
     std::fs::write(&record, kept).unwrap();
+
+    // RAG's k changed, and only the 4-fact RAG cell run again: the 8-fact one is shown but
+    // marked as made with the earlier configuration, in the table and its CSV.
+    let text = read(&exp).replace("rag_k = 2", "rag_k = 3");
+    std::fs::write(&exp, text).unwrap();
+    let mut c = sweep(&exp, &b);
+    c.args(["--only", "n4-rag"]);
+    let log = run_ok(c);
+    assert!(log.contains("1 cells run"), "{log}");
+    let table = read(&b.join("table.md"));
+    let marked: Vec<&str> = table.lines().filter(|l| l.contains('‡')).collect();
+    assert!(
+        marked.len() == 2 && marked[0].starts_with("| 8 |"),
+        "only n8's RAG entry is marked: {table}"
+    );
+    assert!(
+        table.contains("- n8-rag: made with another configuration than experiment tiny's"),
+        "{table}"
+    );
+    let csv = read(&b.join("table.csv"));
+    assert!(
+        csv.lines()
+            .filter(|l| l.contains("made with another configuration"))
+            .eq(csv.lines().filter(|l| l.starts_with("8,RAG,"))),
+        "{csv}"
+    );
 }
 
 #[test]

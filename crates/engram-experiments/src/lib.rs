@@ -69,12 +69,12 @@ pub use launch::Manifest;
 pub use local_llm::LocalLlm;
 pub use lock::{LockSettings, Requeue, requeue_self, slurm_job, slurm_restarts};
 pub use per_fact::{csv as per_fact_csv, markdown as per_fact_markdown};
-pub use plan::{CellState, PlannedCell, cell_config, hash_json, plan};
+pub use plan::{CellState, PlannedCell, cell_config, current_plan, hash_json, plan};
 pub use plot::svg as plot_svg;
 pub use presets::{JudgePreset, ModelPreset, TrainingPreset, parse_file as parse_preset};
 pub use record::{
-    CellMetrics, CellRecord, CellStatus, FORMAT as RECORD_FORMAT, JudgeCounts, MethodMetrics,
-    QuestionRecord, ResultsDir, Timings, Versions,
+    CellMetrics, CellRecord, CellStatus, CurrentPlan, FORMAT as RECORD_FORMAT, JudgeCounts,
+    MethodMetrics, PLAN_FILE, QuestionRecord, ResultsDir, Timings, Versions,
 };
 pub use render::{CURVES_FILE, VIEW_FILES, render_dir};
 pub use slurm::{AUTO_TIME, ArrayJob, DEFAULT_MAX_RESTARTS, Launch, SlurmOptions};

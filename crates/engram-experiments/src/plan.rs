@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::cells::{Cell, Method, expand, select};
 use crate::experiment::Experiment;
 use crate::facts::Samples;
-use crate::record::{CellStatus, Found, ResultsDir};
+use crate::record::{CellStatus, CurrentPlan, Found, ResultsDir};
 
 /// Where a cell stands before the sweep.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,6 +144,21 @@ pub fn state_of(results: &ResultsDir, id: &str, hash: &str) -> CellState {
         Found::Corrupt(why) => CellState::Corrupt(why),
         Found::Unreadable(why) => CellState::Unreadable(why),
         Found::Missing => CellState::Missing,
+    }
+}
+
+/// Every cell of `exp` with the hash its record must have ([`CurrentPlan`]); `samples` holds
+/// the facts of every cell.
+pub fn current_plan(exp: &Experiment, samples: &Samples) -> CurrentPlan {
+    CurrentPlan {
+        experiment: exp.name.clone(),
+        cells: expand(exp)
+            .into_iter()
+            .map(|cell| {
+                let hash = hash_json(&cell_config(exp, &cell, samples.of(&cell)));
+                (cell.id(), hash)
+            })
+            .collect(),
     }
 }
 

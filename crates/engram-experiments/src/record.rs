@@ -2,6 +2,7 @@
 //! atomically: what ran (experiment, config hash, the resolved config), what came out (metrics,
 //! every question's answer and verdict), how long it took and with which versions.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use engram_baselines::rag::RetrievalMetrics;
@@ -220,6 +221,37 @@ pub struct CellRecord {
     pub finished_unix: u64,
 }
 
+/// The file under a results directory that holds its experiment's [`CurrentPlan`].
+pub const PLAN_FILE: &str = "plan.json";
+
+/// Every cell of the experiment as its latest sweep planned it (all of them, whatever that
+/// sweep's `--only`): the configuration hash a record of each must have to be current. The
+/// views mark the records that are not ([`crate::table::Table::with_plan`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CurrentPlan {
+    /// The experiment's name.
+    pub experiment: String,
+    /// Cell id → its [`CellRecord::config_hash`] now.
+    pub cells: BTreeMap<String, String>,
+}
+
+impl CurrentPlan {
+    /// Why `rec` is not the current record of its cell (`None` when it is).
+    pub fn stale_reason(&self, rec: &CellRecord) -> Option<String> {
+        match self.cells.get(&rec.cell_id) {
+            None => Some(format!(
+                "not a cell of experiment {} as it now stands",
+                self.experiment
+            )),
+            Some(h) if *h != rec.config_hash => Some(format!(
+                "made with another configuration than experiment {}'s current one",
+                self.experiment
+            )),
+            Some(_) => None,
+        }
+    }
+}
+
 /// Where a sweep writes: `results/<experiment>/`.
 #[derive(Debug, Clone)]
 pub struct ResultsDir {
@@ -279,6 +311,30 @@ impl ResultsDir {
     /// The record file of `cell_id`.
     pub fn record_path(&self, cell_id: &str) -> PathBuf {
         self.cells_dir().join(format!("{cell_id}.json"))
+    }
+
+    /// `plan.json`: the experiment's [`CurrentPlan`].
+    pub fn plan_path(&self) -> PathBuf {
+        self.root.join(PLAN_FILE)
+    }
+
+    /// Writes the experiment's current plan (atomically).
+    pub fn write_plan(&self, plan: &CurrentPlan) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(plan).expect("plans serialize");
+        Ok(engram_io::write_file(&self.plan_path(), &bytes)?)
+    }
+
+    /// The experiment's current plan: `Ok(None)` where no sweep wrote one (results of earlier
+    /// engram versions), an error naming the file where it cannot be read.
+    pub fn read_plan(&self) -> std::result::Result<Option<CurrentPlan>, String> {
+        let path = self.plan_path();
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
     }
 
     /// Reads the record of `cell_id`.

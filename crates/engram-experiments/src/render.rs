@@ -1,6 +1,7 @@
 //! Writing a results directory's rendered views: `table.md`, `table.csv`, `plot.svg`,
 //! `per_fact.md`, `per_fact.csv` and, where records have memorization curves, `curves.svg` (all
-//! atomic), from the cell records under `cells/`.
+//! atomic), from the cell records under `cells/`, marking those that `plan.json` (the
+//! experiment's cells as its latest sweep planned them) does not hold as current.
 
 use std::path::{Path, PathBuf};
 
@@ -32,13 +33,20 @@ pub struct Rendered {
     pub files: Vec<PathBuf>,
     /// Corrupt records (reported, not used).
     pub corrupt: Vec<String>,
+    /// Why the experiment's current plan could not be read (stale records are then not
+    /// marked).
+    pub plan_unreadable: Option<String>,
 }
 
 /// Renders every view of the records in `dir`, with `compare` values beside the measured ones.
 pub fn render_dir(dir: &Path, compare: Option<&Reference>) -> Result<Rendered> {
     let results = ResultsDir::new(dir);
     let (records, corrupt) = results.read_all()?;
-    let table = Table::from_records(&records);
+    let (plan, plan_unreadable) = match results.read_plan() {
+        Ok(plan) => (plan, None),
+        Err(why) => (None, Some(why)),
+    };
+    let table = Table::with_plan(&records, plan.as_ref());
     let markdown = table.markdown(compare);
     let texts = [
         markdown.clone(),
@@ -64,5 +72,6 @@ pub fn render_dir(dir: &Path, compare: Option<&Reference>) -> Result<Rendered> {
         markdown,
         files,
         corrupt,
+        plan_unreadable,
     })
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::cells::Method;
 use crate::error::{ExperimentError, Result};
 use crate::health::{Health, health_of};
-use crate::record::{CellRecord, CellStatus};
+use crate::record::{CellRecord, CellStatus, CurrentPlan};
 use crate::stats::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Interval, Paired, Z95, bootstrap, wilson};
 
 /// One cell of the table.
@@ -63,11 +63,30 @@ pub struct Table {
     pub methods: Vec<Method>,
     /// The entries.
     pub entries: BTreeMap<(usize, Method), Entry>,
+    /// Records that are not their cell's current one ([`CurrentPlan::stale_reason`]), by the
+    /// entry they are part of: (cell id, why). Their entries are marked `‡`.
+    pub stale: BTreeMap<(usize, Method), Vec<(String, String)>>,
 }
 
 impl Table {
     /// Builds the table from cell records (replicates of a cell are gathered into one entry).
     pub fn from_records(records: &[CellRecord]) -> Self {
+        Self::with_plan(records, None)
+    }
+
+    /// As [`Table::from_records`], marking the records that are not current in `plan` (made
+    /// with an earlier configuration, or of a cell the experiment no longer has): they are
+    /// shown, marked `‡`, and listed with why.
+    pub fn with_plan(records: &[CellRecord], plan: Option<&CurrentPlan>) -> Self {
+        let mut stale: BTreeMap<(usize, Method), Vec<(String, String)>> = BTreeMap::new();
+        for r in records {
+            if let Some(why) = plan.and_then(|p| p.stale_reason(r)) {
+                stale
+                    .entry((r.cell.facts, r.cell.method))
+                    .or_default()
+                    .push((r.cell_id.clone(), why));
+            }
+        }
         let mut sizes = BTreeSet::new();
         let mut methods = BTreeSet::new();
         let mut names = BTreeSet::new();
@@ -98,10 +117,19 @@ impl Table {
             sizes: sizes.into_iter().collect(),
             methods: methods.into_iter().collect(),
             entries,
+            stale,
         }
     }
 
     fn text(&self, size: usize, m: Method) -> String {
+        let mut t = self.entry_text(size, m);
+        if self.stale.contains_key(&(size, m)) {
+            t.push('‡');
+        }
+        t
+    }
+
+    fn entry_text(&self, size: usize, m: Method) -> String {
         match self.entries.get(&(size, m)) {
             Some(Entry::Accuracy {
                 value,
@@ -218,6 +246,18 @@ impl Table {
                 s.push_str(&format!("- {n}\n"));
             }
         }
+        if !self.stale.is_empty() {
+            s.push_str(
+                "\n## Stale cells\n\n‡: shown, but not what the experiment's current \
+                 configuration would give (nor are the comparisons that use them); run the sweep \
+                 again without `--only` to replace them, or delete their records.\n\n",
+            );
+            for records in self.stale.values() {
+                for (id, why) in records {
+                    s.push_str(&format!("- {id}: {why}\n"));
+                }
+            }
+        }
         s
     }
 
@@ -332,7 +372,8 @@ impl Table {
 
     /// CSV, one row per cell: `facts`, `method` (its header), `status` (done, NA, failed,
     /// diverged, collapsed), `mean`, `low`, `high` (the 95 % interval), `n` (answers: facts ×
-    /// replicates), `replicates`, `accuracies` (each replicate's, `;`-separated).
+    /// replicates), `replicates`, `accuracies` (each replicate's, `;`-separated), `stale` (why
+    /// some record of the cell is not current, `;`-separated; empty when all are).
     pub fn csv(&self) -> String {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record([
@@ -345,6 +386,7 @@ impl Table {
             "n",
             "replicates",
             "accuracies",
+            "stale",
         ])
         .expect("in-memory csv");
         for &n in &self.sizes {
@@ -388,6 +430,13 @@ impl Table {
                         row.extend(std::iter::repeat_n(String::new(), 6));
                     }
                 }
+                row.push(self.stale.get(&(n, m)).map_or(String::new(), |records| {
+                    records
+                        .iter()
+                        .map(|(id, why)| format!("{id}: {why}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                }));
                 w.write_record(&row).expect("in-memory csv");
             }
         }

@@ -4,7 +4,7 @@
 
 use engram_experiments::render_dir;
 use engram_experiments::{
-    CellRecord, CellState, Experiment, ResultsDir, default_configs_dir, plan,
+    CellRecord, CellState, Experiment, ResultsDir, current_plan, default_configs_dir, plan,
 };
 use engram_experiments::{load_pool, samples};
 use engram_testkit::repo;
@@ -68,4 +68,10 @@ fn the_smoke_experiment_finds_its_committed_cells_done() {
     for p in &planned {
         assert_eq!(p.state, CellState::Done, "{}", p.cell.id());
     }
+    // The committed plan is the experiment's current one: no record is marked stale.
+    let committed = ResultsDir::new(repo().join("results/smoke"))
+        .read_plan()
+        .unwrap()
+        .expect("results/smoke/plan.json");
+    assert_eq!(committed, current_plan(&exp, &samples));
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use engram_experiments::render_dir;
 use engram_experiments::{
-    Cell, CellMetrics, CellRecord, CellStatus, Method, Reference, ResultsDir, Table,
+    Cell, CellMetrics, CellRecord, CellStatus, CurrentPlan, Method, Reference, ResultsDir, Table,
 };
 use engram_experiments::{JudgeCounts, QuestionRecord, Timings, Versions};
 use serde_json::json;
@@ -177,6 +177,70 @@ fn corrupt_records_are_reported_and_not_used() {
     for f in engram_experiments::VIEW_FILES {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
+}
+
+#[test]
+fn records_the_current_plan_does_not_hold_are_marked_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = ResultsDir::new(dir.path());
+    results.create().unwrap();
+    for r in records() {
+        results.write(&r).unwrap();
+    }
+    // Without a plan (results of earlier versions) nothing is marked.
+    let r = render_dir(dir.path(), None).unwrap();
+    assert!(r.table.stale.is_empty() && !r.markdown.contains('‡'));
+    assert!(r.plan_unreadable.is_none());
+    // The experiment now: r8 at 10 facts has another configuration, and 20 facts with RAG
+    // is no longer a cell of it; every other record is current.
+    let mut cells: std::collections::BTreeMap<String, String> = records()
+        .iter()
+        .map(|r| (r.cell_id.clone(), r.config_hash.clone()))
+        .collect();
+    cells.insert("n10-lora-r8".into(), "1".into());
+    cells.remove("n20-rag");
+    results
+        .write_plan(&CurrentPlan {
+            experiment: "golden".into(),
+            cells,
+        })
+        .unwrap();
+    let r = render_dir(dir.path(), None).unwrap();
+    assert_eq!(
+        r.table.stale.keys().copied().collect::<Vec<_>>(),
+        [(10, Method::Lora { rank: 8 }), (20, Method::Rag)]
+    );
+    assert!(
+        r.markdown
+            .contains("| 10 | 0.800 [0.49, 0.94] | 1.000 [0.72, 1.00] | 0.600 [0.31, 0.83]‡ |"),
+        "{}",
+        r.markdown
+    );
+    assert!(
+        r.markdown
+            .contains("- n10-lora-r8: made with another configuration")
+    );
+    assert!(
+        r.markdown
+            .contains("- n20-rag: not a cell of experiment golden")
+    );
+    let csv = std::fs::read_to_string(dir.path().join("table.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",stale"), "{csv}");
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("10,LoRA r=8,done,") && l.contains("n10-lora-r8: made with")),
+        "{csv}"
+    );
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("10,Long Context,done,") && l.ends_with(',')),
+        "{csv}"
+    );
+    // A plan that does not parse: named, and nothing marked.
+    std::fs::write(results.plan_path(), "{").unwrap();
+    let r = render_dir(dir.path(), None).unwrap();
+    assert!(r.table.stale.is_empty());
+    assert!(r.plan_unreadable.unwrap().contains("plan.json"));
 }
 
 #[test]

@@ -51,6 +51,12 @@ pub fn run(a: TableArgs) -> Result<()> {
     for c in &r.corrupt {
         eprintln!("warning: {c} — not used (rerun the sweep to run the cell again)");
     }
+    if let Some(why) = &r.plan_unreadable {
+        eprintln!(
+            "warning: {why} — records of an earlier configuration are not marked (a sweep of \
+             the experiment writes it again)"
+        );
+    }
     println!("{}", r.markdown);
     for f in &r.files {
         eprintln!("wrote {}", f.display());

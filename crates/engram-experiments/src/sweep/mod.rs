@@ -39,7 +39,7 @@ use crate::experiment::Experiment;
 use crate::facts::{load_pool, samples};
 use crate::launch::FrozenTask;
 use crate::lock::{self, Claim, LockSettings};
-use crate::plan::{CellState, PlannedCell, plan, state_of};
+use crate::plan::{CellState, PlannedCell, current_plan, plan, state_of};
 use crate::record::{CellRecord, CellStatus, ResultsDir};
 use crate::render::{Rendered, render_dir};
 use runner::{CellOutcome, Runner};
@@ -120,6 +120,9 @@ pub fn run_sweep(
         .with_context(|| format!("cannot use results directory {}", opts.results.display()))?;
     let text = std::fs::read(&exp.path).with_context(|| exp.path.display().to_string())?;
     engram_io::write_file(&results.root.join("experiment.toml"), &text)?;
+    // Every cell's current hash, whatever `--only` selects: the table marks the records that
+    // an earlier configuration made (or whose cell the experiment no longer has).
+    results.write_plan(&current_plan(exp, &samples))?;
     progress.note(&format!(
         "{}: {} cells ({} facts from {}) → {}",
         exp.name,
