@@ -141,7 +141,27 @@ impl Attention {
         let xa = shared_adapter_input(&linears, &x);
         let heads = [h, kv, kv];
         if let Some(w) = &self.qkv {
-            let deltas = match (linears.map(|l| l.lora.as_ref()), &xa) {
+            let adapters = linears.map(|l| l.lora.as_ref());
+            let adapted = adapters.iter().filter(|a| a.is_some()).count();
+            if adapted > 0 && adapted < 3 {
+                // Adapters on some of q, k and v only (PEFT's default for Llama targets q and
+                // v): the joined product's parts, each plus its own adapter's delta.
+                let base = w.forward(x.clone());
+                let (mut from, mut n) = (0, heads.iter());
+                return Projected::Separate(linears.map(|l| {
+                    let part = base.clone().slice(s![.., .., from..from + l.d_out()]);
+                    from += l.d_out();
+                    let part = match &l.lora {
+                        Some(a) => {
+                            let xp = xa.clone().unwrap_or_else(|| a.prepare(x.clone()));
+                            a.add_to(part, xp)
+                        }
+                        None => part,
+                    };
+                    part.reshape([b, t, *n.next().expect("three"), d])
+                }));
+            }
+            let deltas = match (adapters, &xa) {
                 // The adapters' products, which the joined op scales (and casts).
                 ([Some(aq), Some(ak), Some(av)], Some(xa))
                     if ak.scaling == aq.scaling && av.scaling == aq.scaling =>
@@ -354,4 +374,71 @@ fn cached_on_host(
 /// see the module docs).
 pub fn fused_attention(device: &Device) -> bool {
     !device.is_autodiff() && *device == Device::flex()
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::Param;
+    use burn::tensor::{Device, Distribution, Tensor};
+
+    use super::{Attention, Projected};
+    use crate::linear::{Joined, Linear};
+    use crate::lora::LoraAdapter;
+
+    /// q, k and v through the joined weight equal them through each projection, whichever of
+    /// them have adapters: with adapters on q and v only (PEFT's Llama default), the joined
+    /// path dropped both adapters' deltas (and so their gradients) on the GPU backends.
+    #[test]
+    fn joined_projections_keep_the_adapters_of_some_of_q_k_and_v() {
+        let device = Device::flex();
+        device.seed(3);
+        let (hidden, heads, kv, d, rows) = (16, 2, 1, 8, 6);
+        let random =
+            |shape: [usize; 2]| Tensor::<2>::random(shape, Distribution::Normal(0.0, 0.5), &device);
+        let linear = |d_out: usize| Linear::from_in_out(random([hidden, d_out]), None);
+        let adapter = |name: &str, d_out: usize| {
+            // B non-zero, so the delta shows; no dropout, so both paths draw nothing.
+            LoraAdapter::from_factors(name, random([hidden, 4]), random([4, d_out]), 2.0, 0.0)
+        };
+        let x = Tensor::<2>::random([rows, hidden], Distribution::Normal(0.0, 1.0), &device)
+            .unsqueeze::<3>();
+        let targets: [&[usize]; 4] = [&[0, 2], &[1], &[0, 1, 2], &[]];
+        for adapted in targets {
+            let mut projections = [heads * d, kv * d, kv * d].map(linear);
+            for &i in adapted {
+                let n = projections[i].d_out();
+                projections[i].lora = Some(adapter(&format!("p{i}"), n));
+            }
+            let [q_proj, k_proj, v_proj] = projections;
+            let mut attention = Attention {
+                q_proj,
+                k_proj,
+                v_proj,
+                o_proj: linear(hidden),
+                n_heads: heads,
+                n_kv_heads: kv,
+                head_dim: d,
+                q_norm: None,
+                k_norm: None,
+                qkv: None,
+            };
+            let separate = attention.project(x.clone(), 2, 3).separate();
+            assert!(matches!(
+                attention.project(x.clone(), 2, 3),
+                Projected::Separate(_)
+            ));
+            let weights = [&attention.q_proj, &attention.k_proj, &attention.v_proj]
+                .map(|l| l.weight.val())
+                .to_vec();
+            attention.qkv = Some(Joined {
+                weight: Param::from_tensor(Tensor::cat(weights, 1)),
+                bias: None,
+            });
+            let joined = attention.project(x.clone(), 2, 3).separate();
+            for (a, b) in separate.into_iter().zip(joined) {
+                a.into_data()
+                    .assert_approx_eq::<f32>(&b.into_data(), Default::default());
+            }
+        }
+    }
 }
