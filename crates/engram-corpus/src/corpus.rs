@@ -137,6 +137,35 @@ impl Corpus {
         read_jsonl(&self.path("kept.jsonl"))
     }
 
+    /// SHA-256 (hex) of the documents QA generation reads from this corpus — the filter's kept
+    /// list where it was filtered, else every document — as their file holds them: another
+    /// ingest or filter gives another fingerprint.
+    pub fn fingerprint(&self) -> Result<String> {
+        use sha2::{Digest, Sha256};
+        let name = match self.manifest()?.filter {
+            Some(_) => "kept.jsonl",
+            None => "documents.jsonl",
+        };
+        let path = self.path(name);
+        let corpus = |e: std::io::Error| CorpusError::Corpus {
+            path: path.clone(),
+            problem: e.to_string(),
+        };
+        use std::io::Read;
+        let mut file = std::fs::File::open(&path).map_err(corpus)?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => h.update(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(corpus(e)),
+            }
+        }
+        Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    }
+
     /// The filter's decision on each document.
     pub fn decisions(&self) -> Result<Vec<Decision>> {
         read_jsonl(&self.path("decisions.jsonl"))

@@ -121,6 +121,7 @@ pub fn prepare_facts(
         generator: qa.generator_name(),
         target: qa.section.ask_target.then(|| target_name(exp)),
         judge: judge.fingerprint(),
+        corpus: engram_qa::corpus_fingerprint(&corpus_dir(exp))?,
     };
     match freshness(&out, &id)? {
         Freshness::Fresh(m) => {
@@ -164,7 +165,7 @@ pub fn prepare_facts(
         judge_endpoint: qa.judge_endpoint(),
         local_only: qa.section.local_only,
     };
-    debug_assert_eq!(spec.identity().hash(), id.hash(), "one identity");
+    debug_assert_eq!(spec.identity()?.hash(), id.hash(), "one identity");
     let summary = engram_qa::generate_facts(&spec, stop, progress)?;
     for note in judge.notes() {
         progress.note(&note);

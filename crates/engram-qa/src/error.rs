@@ -66,6 +66,23 @@ pub enum QaError {
         /// Work items in all.
         total: usize,
     },
+    /// Some items' calls failed after their retries, too few in a row to stop the run: the
+    /// first of them, and its error.
+    #[error(
+        "{failed} of {total} items failed after their retries, {item} first ({endpoint}: {message}); every answer so far is cached: rerun to go on (an error that comes back on every rerun needs a setting changed)"
+    )]
+    CallsFailed {
+        /// Items that failed.
+        failed: usize,
+        /// Work items in all.
+        total: usize,
+        /// The first that failed (`document <id>`, or the rephrasing of one of its pairs).
+        item: String,
+        /// The endpoint its call went to.
+        endpoint: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A stop was requested (a signal); every answer so far is cached.
     #[error(
         "stopped by signal {signal}: {done} of {total} finished, every answer so far is cached: rerun to go on"

@@ -28,6 +28,9 @@ pub struct RunIdentity<'a> {
     /// The judge's fingerprint (`engram_judge::Judge::fingerprint`: its name, and for the LLM
     /// judge a hash of its prompt and verdict format).
     pub judge: String,
+    /// The corpus's fingerprint (`engram_corpus::Corpus::fingerprint`: a hash of the documents
+    /// generation reads).
+    pub corpus: String,
 }
 
 /// The settings as the hash and the comparison see them (pacing keys left out).
@@ -54,6 +57,8 @@ impl RunIdentity<'_> {
         }
         h.update(b"\0judge\0");
         h.update(&self.judge);
+        h.update(b"\0corpus\0");
+        h.update(&self.corpus);
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
@@ -87,6 +92,19 @@ impl RunIdentity<'_> {
         }
         if m.judge != self.judge {
             changed.push(format!("judge: {} → {}", m.judge, self.judge));
+        }
+        match &m.corpus_sha256 {
+            Some(old) if *old == self.corpus => {}
+            Some(old) => changed.push(format!(
+                "the corpus's documents ({}: sha256 {} → {})",
+                m.corpus,
+                &old[..old.len().min(12)],
+                &self.corpus[..self.corpus.len().min(12)]
+            )),
+            None => changed.push(format!(
+                "the corpus's documents ({}: not recorded by the engram {} that made them)",
+                m.corpus, m.engram
+            )),
         }
         if changed.is_empty() {
             changed.push(format!(
@@ -163,6 +181,7 @@ mod tests {
             engram: "test".into(),
             corpus: "c".into(),
             corpus_documents: 1,
+            corpus_sha256: Some("c0".into()),
             documents: 1,
             complete: true,
             unfinished_documents: 0,
@@ -197,6 +216,7 @@ mod tests {
                 generator: "gen".into(),
                 target: target.map(String::from),
                 judge: "offline:exact-match".into(),
+                corpus: "c0".into(),
             }
             .hash()
         };
@@ -222,6 +242,7 @@ mod tests {
             generator: "gen2".into(),
             target: Some("local:m".into()),
             judge: "offline:token-f1>=0.5".into(),
+            corpus: "c1".into(),
         };
         assert_eq!(
             now.changes_since(&m),
@@ -231,6 +252,7 @@ mod tests {
                 "generator: gen → gen2",
                 "model asked closed-book: none → local:m",
                 "judge: offline:exact-match → offline:token-f1>=0.5",
+                "the corpus's documents (c: sha256 c0 → c1)",
             ]
         );
         let same = RunIdentity {
@@ -239,7 +261,14 @@ mod tests {
             generator: "gen".into(),
             target: None,
             judge: "offline:exact-match".into(),
+            corpus: "c0".into(),
         };
+        // A manifest from before corpora were fingerprinted: the corpus is named.
+        let old = QaManifest {
+            corpus_sha256: None,
+            ..manifest(&cfg, base.clone())
+        };
+        assert!(same.changes_since(&old)[0].contains("not recorded"));
         // Only the prompts can differ then.
         assert!(same.changes_since(&m)[0].starts_with("the prompts"));
 
@@ -267,7 +296,7 @@ mod tests {
             freshness(&out, &same).unwrap(),
             Freshness::Fresh(_)
         ));
-        assert!(matches!(freshness(&out, &now).unwrap(), Freshness::Stale(c) if c.len() == 5));
+        assert!(matches!(freshness(&out, &now).unwrap(), Freshness::Stale(c) if c.len() == 6));
         write(&QaManifest {
             complete: false,
             ..m.clone()

@@ -38,4 +38,6 @@ pub use reader::{
     ReaderScore, ReaderSettings, read_and_judge,
 };
 pub use record::{PairRecord, Status};
-pub use run::{QaManifest, QaSpec, QaSummary, corpus_documents, generate_facts, run_dir};
+pub use run::{
+    QaManifest, QaSpec, QaSummary, corpus_documents, corpus_fingerprint, generate_facts, run_dir,
+};

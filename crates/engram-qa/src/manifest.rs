@@ -38,6 +38,10 @@ pub struct QaManifest {
     pub corpus: String,
     /// Documents of the corpus (the specificity check's pool).
     pub corpus_documents: usize,
+    /// The corpus's fingerprint when the facts were made (`engram_corpus::Corpus::fingerprint`;
+    /// absent in manifests written before engram recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus_sha256: Option<String>,
     /// Documents generated from.
     pub documents: usize,
     /// Whether every document was finished (else the fact file was not written).

@@ -47,6 +47,7 @@ pub fn produce(ctx: &Ctx, stop: &Stop, progress: &dyn Progress) -> Produced {
         stop,
         progress,
         "QA pairs: generate and check",
+        |i| format!("document {}", ctx.docs[i].id),
         |i| pairs_of(ctx, &ctx.docs[i]),
     );
     // The kept pairs of the finished documents, to rephrase.
@@ -68,6 +69,10 @@ pub fn produce(ctx: &Ctx, stop: &Stop, progress: &dyn Progress) -> Produced {
             stop,
             progress,
             "QA pairs: rephrase and verify",
+            |t| {
+                let (d, k) = todo[t];
+                format!("the rephrasing of pair {k} of document {}", ctx.docs[d].id)
+            },
             |t| {
                 let (d, k) = todo[t];
                 let rec = pairs[d].as_ref().expect("finished")[k].clone();
@@ -103,13 +108,15 @@ pub fn produce(ctx: &Ctx, stop: &Stop, progress: &dyn Progress) -> Produced {
 }
 
 /// Runs `f` over `0..n`, `concurrency` at once: each result in its place (`None` for items not
-/// finished), and the error that stopped the run early.
+/// finished), and the error that stopped the run early or left items unfinished (`name`s the
+/// item in it).
 fn parallel<T: Send>(
     ctx: &Ctx,
     n: usize,
     stop: &Stop,
     progress: &dyn Progress,
     label: &str,
+    name: impl Fn(usize) -> String,
     f: impl Fn(usize) -> Result<T, CallError> + Sync,
 ) -> (Vec<Option<T>>, Option<QaError>) {
     progress.begin(label, Some(n as u64));
@@ -118,6 +125,8 @@ fn parallel<T: Send>(
     let failures = AtomicUsize::new(0);
     let halt = AtomicBool::new(false);
     let error: Mutex<Option<QaError>> = Mutex::new(None);
+    // Items whose calls failed after their retries: (item, endpoint, message).
+    let failed: Mutex<Vec<(usize, String, String)>> = Mutex::new(Vec::new());
     let results: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
     let set_error = |e: QaError| {
         let mut slot = error.lock().expect("error lock");
@@ -156,6 +165,11 @@ fn parallel<T: Send>(
                         }
                         Err(CallError::Fatal(e)) => set_error(e),
                         Err(CallError::Call { endpoint, message }) => {
+                            failed.lock().expect("failed lock").push((
+                                i,
+                                endpoint.clone(),
+                                message.clone(),
+                            ));
                             let k = failures.fetch_add(1, Ordering::SeqCst) + 1;
                             if k >= ctx.cfg.breaker_after {
                                 set_error(QaError::Unreachable {
@@ -175,14 +189,25 @@ fn parallel<T: Send>(
     progress.end();
     let results = results.into_inner().expect("results lock");
     let mut error = error.into_inner().expect("error lock");
+    let mut failed = failed.into_inner().expect("failed lock");
+    failed.sort();
     if error.is_none() && results.iter().any(Option::is_none) {
-        // Items whose calls failed, fewer in a row than the breaker's limit.
-        error = Some(QaError::Unreachable {
-            endpoint: ctx.generator.llm().endpoint(),
-            failures: failures.load(Ordering::SeqCst),
-            last: "some calls failed after their retries".into(),
-            done: done.load(Ordering::SeqCst),
+        // Items whose calls failed, fewer in a row than the breaker's limit: the first of them
+        // named, with its error (one that repeats on every rerun needs a setting changed).
+        let (i, endpoint, message) = failed.first().cloned().unwrap_or_else(|| {
+            let i = results.iter().position(Option::is_none).expect("one is");
+            (
+                i,
+                ctx.generator.llm().endpoint(),
+                "not finished".to_string(),
+            )
+        });
+        error = Some(QaError::CallsFailed {
+            failed: failed.len().max(1),
             total: n,
+            item: name(i),
+            endpoint,
+            message,
         });
     }
     (results, error)

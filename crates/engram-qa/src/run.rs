@@ -96,6 +96,12 @@ pub fn corpus_documents(corpus: &Path) -> Result<(Vec<Document>, bool)> {
     Ok((docs, unfiltered))
 }
 
+/// The fingerprint of the documents QA generation reads from `corpus`
+/// ([`Corpus::fingerprint`]): part of what decides its facts.
+pub fn corpus_fingerprint(corpus: &Path) -> Result<String> {
+    Ok(Corpus::at(corpus).fingerprint()?)
+}
+
 /// `reason n, reason n, …` of the non-zero counts, for errors.
 fn counts_text<'a>(counts: impl Iterator<Item = (&'a str, usize)>) -> String {
     counts
@@ -133,15 +139,17 @@ fn check_local(spec: &QaSpec) -> Result<()> {
 }
 
 impl QaSpec<'_> {
-    /// What decides this run's facts ([`RunIdentity::hash`] is the manifest's `settings_hash`).
-    pub fn identity(&self) -> RunIdentity<'_> {
-        RunIdentity {
+    /// What decides this run's facts ([`RunIdentity::hash`] is the manifest's `settings_hash`);
+    /// reads the corpus's documents for their fingerprint.
+    pub fn identity(&self) -> Result<RunIdentity<'_>> {
+        Ok(RunIdentity {
             cfg: self.cfg,
             prompts: self.prompts,
             generator: self.generator.model(),
             target: self.target.map(|t| t.model()),
             judge: self.judge.fingerprint(),
-        }
+            corpus: corpus_fingerprint(self.corpus)?,
+        })
     }
 }
 
@@ -174,6 +182,7 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
     spec.cfg.check()?;
     check_local(spec)?;
     let (documents, _) = corpus_documents(spec.corpus)?;
+    let identity = spec.identity()?;
     let dir = run_dir(spec.out);
     std::fs::create_dir_all(&dir).map_err(QaError::file(&dir))?;
     let cache = JudgeCache::open_shared(&dir.join("cache"))?;
@@ -210,6 +219,7 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
         engram: env!("CARGO_PKG_VERSION").into(),
         corpus: spec.corpus.display().to_string(),
         corpus_documents: documents.len(),
+        corpus_sha256: Some(identity.corpus.clone()),
         documents: ctx.generated_from(),
         complete: produced.error.is_none(),
         unfinished_documents: produced.unfinished,
@@ -225,7 +235,7 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
         judge: ctx.judge_fingerprint(),
         settings: spec.cfg.clone(),
         prompts: spec.prompts.dir.display().to_string(),
-        settings_hash: spec.identity().hash(),
+        settings_hash: identity.hash(),
         pairs: records.len(),
         kept: kept.len(),
         dropped_by_reason,
@@ -236,11 +246,36 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
     };
     let checks_path = dir.join("checks.jsonl");
     engram_io::write_jsonl(&checks_path, records)?;
+    // The fact file before the manifest that vouches for it, the earlier manifest gone first:
+    // a fact file must never stand beside another run's manifest (it would read as that run's
+    // facts), so an earlier one is replaced, or removed where this run made none.
+    let manifest_path = dir.join("manifest.json");
+    match std::fs::remove_file(&manifest_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(QaError::file(&manifest_path)(e));
+        }
+        _ => {}
+    }
+    if produced.error.is_some() || kept.is_empty() {
+        match std::fs::remove_file(spec.out) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(QaError::file(spec.out)(e));
+            }
+            _ => {}
+        }
+    } else {
+        let facts = kept.iter().map(|r| Fact {
+            id: r.id.clone(),
+            question: r.question.clone().expect("kept"),
+            rephrased_question: r.rephrased_question.clone().expect("kept"),
+            answer: r.answer.clone().expect("kept"),
+            source: Some(r.document.clone()),
+        });
+        engram_io::write_jsonl(spec.out, facts)?;
+    }
     let manifest_json = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
-    engram_io::write_file(&dir.join("manifest.json"), &manifest_json)?;
+    engram_io::write_file(&manifest_path, &manifest_json)?;
     if let Some(e) = produced.error {
-        // A fact file of an earlier run would not match this manifest.
-        let _ = std::fs::remove_file(spec.out);
         return Err(e);
     }
     if kept.is_empty() {
@@ -254,14 +289,6 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
             path: checks_path,
         });
     }
-    let facts = kept.iter().map(|r| Fact {
-        id: r.id.clone(),
-        question: r.question.clone().expect("kept"),
-        rephrased_question: r.rephrased_question.clone().expect("kept"),
-        answer: r.answer.clone().expect("kept"),
-        source: Some(r.document.clone()),
-    });
-    engram_io::write_jsonl(spec.out, facts)?;
     Ok(QaSummary {
         manifest,
         facts: spec.out.to_path_buf(),

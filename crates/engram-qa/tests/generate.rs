@@ -507,7 +507,12 @@ fn a_run_stopped_by_a_dead_endpoint_resumes_without_asking_again() {
     let dying = server(Some(40), answered.clone());
     let out = tmp.path().join("facts.jsonl");
     let e = run(&corpus, &out, &dying.url).0.unwrap_err();
-    assert!(matches!(e, QaError::Unreachable { .. }), "{e}");
+    // The breaker's error, or — where the endpoint died among the last documents, fewer in a
+    // row than its limit — the first document left, with its call's error.
+    assert!(
+        matches!(e, QaError::Unreachable { .. } | QaError::CallsFailed { .. }),
+        "{e}"
+    );
     let msg = e.to_string();
     assert!(msg.contains("rerun") && msg.contains("cached"), "{msg}");
     assert!(!out.exists(), "no fact file from an unfinished run");
@@ -735,4 +740,155 @@ fn placements_catch_a_generator_that_always_names_the_first_document() {
     assert_eq!(none, 0);
     let detail = &recs[0].rounds[0].checks[0].detail;
     assert!(detail.contains("placement"), "{detail}");
+}
+
+/// A local generator (`local:NAME`) whose replies a function makes.
+struct Scripted(&'static str, fn(&ChatRequest) -> Result<Completion, String>);
+
+impl Llm for Scripted {
+    fn model(&self) -> String {
+        format!("local:{}", self.0)
+    }
+    fn endpoint(&self) -> String {
+        self.model()
+    }
+    fn is_local(&self) -> bool {
+        true
+    }
+    fn complete(&self, req: &ChatRequest) -> Result<Completion, String> {
+        (self.1)(req)
+    }
+}
+
+/// `f` of a generation from `corpus` into `out` by a local `generator`, checked by the
+/// exact-match judge with the test settings.
+fn with_local_spec<T>(
+    corpus: &Path,
+    out: &Path,
+    generator: &dyn Llm,
+    f: impl FnOnce(&QaSpec) -> T,
+) -> T {
+    let (cfg, prompts) = (settings(), prompts());
+    let judge = engram_judge::ExactMatchJudge;
+    f(&QaSpec {
+        corpus,
+        out,
+        cfg: &cfg,
+        prompts: &prompts,
+        generator,
+        target: None,
+        judge: &judge,
+        judge_endpoint: None,
+        local_only: false,
+    })
+}
+
+/// Every reply unusable: no pair is ever kept.
+fn mute(_: &ChatRequest) -> Result<Completion, String> {
+    Ok(Completion {
+        text: "Sorry, I cannot help with that.".into(),
+        prompt_tokens: 1,
+        completion_tokens: 1,
+    })
+}
+
+#[test]
+fn facts_follow_the_corpus_and_a_run_that_keeps_nothing_leaves_no_fact_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = corpus_of(tmp.path(), &[("ALPHA", "Plan A"), ("BRAVO", "Plan B")]);
+    let first = engram_qa::corpus_fingerprint(&c).unwrap();
+    assert_eq!(engram_qa::corpus_fingerprint(&c).unwrap(), first);
+    // A filter that keeps one document: the facts it decides are others.
+    let corpus = Corpus::at(&c);
+    let mut m = corpus.manifest().unwrap();
+    let docs = corpus.documents().unwrap();
+    corpus
+        .write_filtered(
+            &mut m,
+            &[&docs[0]],
+            &[],
+            engram_corpus::FilterSummary {
+                settings: engram_corpus::FilterConfig::default(),
+                kept: 1,
+                dropped_by_rule: vec![("quality:words".into(), 1)],
+            },
+        )
+        .unwrap();
+    let filtered = engram_qa::corpus_fingerprint(&c).unwrap();
+    assert_ne!(filtered, first);
+
+    // Facts of an earlier run stand at `out`; this run keeps nothing.
+    let out = tmp.path().join("facts.jsonl");
+    std::fs::write(&out, "{\"id\": \"old\"}\n").unwrap();
+    let generator = Scripted("mute", mute);
+    with_local_spec(&c, &out, &generator, |spec| {
+        let e = generate_facts(spec, &Stop::new(), &Quiet).unwrap_err();
+        assert!(matches!(e, QaError::NothingKept { .. }), "{e}");
+        assert!(
+            !out.exists(),
+            "the earlier run's facts beside this run's manifest"
+        );
+        let id = spec.identity().unwrap();
+        assert_eq!(id.corpus, filtered);
+        assert!(matches!(
+            engram_qa::freshness(&out, &id).unwrap(),
+            engram_qa::Freshness::Missing | engram_qa::Freshness::Unfinished
+        ));
+        let manifest = engram_qa::read_manifest(&out).unwrap().unwrap();
+        assert_eq!(manifest.corpus_sha256.as_deref(), Some(filtered.as_str()));
+        // A manifest of these settings on another corpus: stale, and the corpus is named.
+        let other = engram_qa::RunIdentity {
+            corpus: first.clone(),
+            ..id
+        };
+        let changed = other.changes_since(&manifest);
+        assert!(
+            changed
+                .iter()
+                .any(|c| c.starts_with("the corpus's documents")),
+            "{changed:?}"
+        );
+    });
+}
+
+/// Prompts about BRAVO never fit the generator's window; the rest are unusable.
+fn too_long_for_bravo(req: &ChatRequest) -> Result<Completion, String> {
+    if req.messages.iter().any(|m| m.content.contains("BRAVO")) {
+        return Err("a prompt has 9000 tokens, over the model's 8192".into());
+    }
+    mute(req)
+}
+
+#[test]
+fn a_document_whose_calls_keep_failing_is_named_with_the_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = corpus_of(
+        tmp.path(),
+        &[
+            ("ALPHA", "Plan A"),
+            ("BRAVO", "Plan B"),
+            ("CHARLIE", "Plan C"),
+        ],
+    );
+    let out = tmp.path().join("facts.jsonl");
+    let generator = Scripted("small-window", too_long_for_bravo);
+    let e = with_local_spec(&c, &out, &generator, |spec| {
+        generate_facts(spec, &Stop::new(), &Quiet).unwrap_err()
+    });
+    let bravo = Corpus::at(&c)
+        .documents()
+        .unwrap()
+        .into_iter()
+        .find(|d| d.text.contains("BRAVO"))
+        .unwrap()
+        .id;
+    let msg = e.to_string();
+    assert!(matches!(e, QaError::CallsFailed { failed: 1, .. }), "{msg}");
+    assert!(
+        msg.contains(&format!("document {bravo}"))
+            && msg.contains("9000 tokens")
+            && msg.contains("local:small-window"),
+        "{msg}"
+    );
+    assert!(!out.exists());
 }
