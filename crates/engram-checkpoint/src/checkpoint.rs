@@ -11,6 +11,9 @@ use crate::safetensors_dir::SafetensorsCheckpoint;
 use crate::tensor_source::TensorSource;
 use crate::{CheckpointError, Result};
 
+/// The file transformers saves a tokenizer's chat template to (since 4.47).
+pub const CHAT_TEMPLATE_FILE: &str = "chat_template.jinja";
+
 /// The tokenizer files of a checkpoint (raw `tokenizer.json` text and parsed config).
 #[derive(Debug, Clone, Default)]
 pub struct TokenizerFiles {
@@ -23,8 +26,11 @@ pub struct TokenizerFiles {
 }
 
 impl TokenizerFiles {
-    /// The tokenizer files of an HF directory (`tokenizer.json`, `tokenizer_config.json`, each
-    /// optional here), which need no weights beside them.
+    /// The tokenizer files of an HF directory (`tokenizer.json`, `tokenizer_config.json`,
+    /// `chat_template.jinja`, each optional here), which need no weights beside them. The chat
+    /// template of `chat_template.jinja` — where transformers since 4.47 saves it, leaving it
+    /// out of `tokenizer_config.json` — is the config's `chat_template`, and wins over one the
+    /// config holds, as it does in transformers.
     pub fn from_dir(dir: &Path) -> Result<Self> {
         let tok_path = dir.join("tokenizer.json");
         let tokenizer_json = if tok_path.is_file() {
@@ -35,9 +41,23 @@ impl TokenizerFiles {
         } else {
             None
         };
+        let mut tokenizer_config = read_optional_json(&dir.join("tokenizer_config.json"))?;
+        let template_path = dir.join(CHAT_TEMPLATE_FILE);
+        if template_path.is_file() {
+            let template = std::fs::read_to_string(&template_path)
+                .map_err(|e| CheckpointError::io(&template_path, e))?;
+            let config = tokenizer_config.get_or_insert_with(|| Value::Object(Default::default()));
+            let Some(fields) = config.as_object_mut() else {
+                return Err(CheckpointError::Json {
+                    path: dir.join("tokenizer_config.json"),
+                    message: "not a JSON object".into(),
+                });
+            };
+            fields.insert("chat_template".into(), Value::String(template));
+        }
         Ok(Self {
             tokenizer_json,
-            tokenizer_config: read_optional_json(&dir.join("tokenizer_config.json"))?,
+            tokenizer_config,
             origin: dir.display().to_string(),
         })
     }
@@ -181,5 +201,40 @@ impl Checkpoint {
             tensors: Box::new(g),
             from_gguf: true,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// transformers ≥ 4.47 saves the chat template to `chat_template.jinja` and leaves it out of
+    /// `tokenizer_config.json`; where both hold one, the file's wins.
+    #[test]
+    fn the_chat_template_file_is_the_configs_template() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CHAT_TEMPLATE_FILE), "{{ bos_token }}NEW").unwrap();
+        let t = TokenizerFiles::from_dir(dir.path()).unwrap();
+        assert_eq!(
+            t.tokenizer_config.unwrap()["chat_template"],
+            "{{ bos_token }}NEW"
+        );
+        std::fs::write(
+            dir.path().join("tokenizer_config.json"),
+            r#"{"bos_token": "<s>", "chat_template": "OLD"}"#,
+        )
+        .unwrap();
+        let c = TokenizerFiles::from_dir(dir.path())
+            .unwrap()
+            .tokenizer_config
+            .unwrap();
+        assert_eq!(c["chat_template"], "{{ bos_token }}NEW");
+        assert_eq!(c["bos_token"], "<s>");
+        std::fs::remove_file(dir.path().join(CHAT_TEMPLATE_FILE)).unwrap();
+        let c = TokenizerFiles::from_dir(dir.path())
+            .unwrap()
+            .tokenizer_config
+            .unwrap();
+        assert_eq!(c["chat_template"], "OLD");
     }
 }

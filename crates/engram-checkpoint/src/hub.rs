@@ -15,6 +15,7 @@ const OPTIONAL: &[&str] = &[
     "generation_config.json",
     "tokenizer.json",
     "tokenizer_config.json",
+    crate::checkpoint::CHAT_TEMPLATE_FILE,
     "special_tokens_map.json",
 ];
 

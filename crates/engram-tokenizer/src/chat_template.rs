@@ -55,13 +55,35 @@ fn raise_exception(msg: String) -> std::result::Result<Value, Error> {
     Err(Error::new(ErrorKind::InvalidOperation, msg))
 }
 
-/// `strftime_now(format)`: the current UTC time, formatted with the C strftime codes templates use.
-fn strftime_now(format: String) -> String {
+/// `strftime_now(format)`: the current local time (transformers' `datetime.now()`: the time
+/// zone `TZ` or the system sets), formatted with the C strftime codes templates use.
+pub fn strftime_now(format: &str) -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    strftime(secs, &format)
+    strftime(secs + utc_offset(secs), format)
+}
+
+/// Seconds east of UTC of the local time zone at `unix` (the C library's `localtime_r`,
+/// which reads `TZ`); 0 where it cannot tell.
+pub fn utc_offset(unix: i64) -> i64 {
+    #[cfg(unix)]
+    {
+        let t = unix as libc::time_t;
+        // SAFETY: `tm` is plain data, zeroes a valid value; both pointers are valid for the
+        // call, and localtime_r writes only through the second.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+            return 0;
+        }
+        tm.tm_gmtoff as i64
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = unix;
+        0
+    }
 }
 
 /// Formats a unix time (UTC) with the strftime codes chat templates use (%d %m %Y %y %b %B %H %M %S %A %a %j %%).
@@ -151,7 +173,7 @@ impl ChatTemplate {
         env.set_keep_trailing_newline(false);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
-        env.add_function("strftime_now", strftime_now);
+        env.add_function("strftime_now", |format: String| strftime_now(&format));
         env.add_filter("tojson", crate::pyjson::tojson);
         env.add_template_owned("chat", source.to_string())
             .map_err(|e| TokenizerError::Template {

@@ -21,7 +21,9 @@ pub enum TokenizerError {
     #[error("tokenizer: {0}")]
     Codec(String),
     /// The checkpoint has no chat template but one was needed.
-    #[error("{origin}: no chat_template in tokenizer_config.json (drop --chat for a base model)")]
+    #[error(
+        "{origin}: no chat template (neither chat_template.jinja nor a chat_template key in tokenizer_config.json): engram asks instruct models through their template; for a base model, drop --chat where a command has it"
+    )]
     NoChatTemplate {
         /// The checkpoint.
         origin: String,

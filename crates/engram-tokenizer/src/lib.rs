@@ -11,6 +11,6 @@ mod chat_tokenizer;
 mod error;
 mod pyjson;
 
-pub use chat_template::{ChatTemplate, Message, strftime};
+pub use chat_template::{ChatTemplate, Message, strftime, strftime_now, utc_offset};
 pub use chat_tokenizer::ChatTokenizer;
 pub use error::{Result, TokenizerError};
