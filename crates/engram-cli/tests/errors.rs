@@ -96,7 +96,13 @@ fn a_bad_adapter_setting_is_refused_before_the_model_loads() {
     for (flag, value, said) in [
         ("--rank", "0", "rank must be at least 1 (got 0)"),
         ("--dropout", "1.5", "dropout must be in [0, 1) (got 1.5)"),
-        ("--epochs", "0", "epochs must be at least 1"),
+        ("--epochs", "0", "epochs = 0: must be at least 1"),
+        ("--lr", "0", "lr = 0: must be a positive number"),
+        (
+            "--weight-decay",
+            "NaN",
+            "weight_decay = NaN: must be a number ≥ 0",
+        ),
     ] {
         // A model that does not exist: named only if it were loaded first.
         let (ok, _, stderr) = run(engram()
@@ -137,4 +143,106 @@ fn a_backend_that_never_ran_prints_no_kernel_line() {
         "{stderr}"
     );
     assert!(!stderr.contains("GPU kernels:"), "{stderr}");
+}
+
+/// Runs `engram ARGS` on a model that does not exist (and facts, where `ARGS` names them, that
+/// do not either): it must fail saying `said`, naming neither (it stopped before reading them).
+fn refused_before_reading(args: &[&str], said: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = run(engram()
+        .args(args)
+        .arg("--model")
+        .arg(dir.path().join("no-such-model")));
+    assert!(!ok && stderr.contains(said), "{args:?}: {stderr}");
+    assert!(!stderr.contains("no-such"), "{args:?}: {stderr}");
+}
+
+/// `generate` flags that would be ignored are refused before the model loads.
+#[test]
+fn ignored_generate_flags_are_refused() {
+    for (flags, said) in [
+        (&["--system", "be brief"][..], "--system is a chat turn"),
+        (&["--top-p", "0.9"][..], "--top-p applies to sampling"),
+        (
+            &["--temperature", "0", "--seed", "3"][..],
+            "--seed applies to sampling",
+        ),
+        (
+            &["--temperature", "0.7", "--top-p", "1.5"][..],
+            "--top-p 1.5",
+        ),
+    ] {
+        let mut args = vec!["generate", "--prompt", "hi"];
+        args.extend(flags);
+        refused_before_reading(&args, said);
+    }
+}
+
+/// `answer` flags of another method are refused before the model loads.
+#[test]
+fn answer_flags_of_another_method_are_refused() {
+    for (method, flag, value, said) in [
+        (
+            "rag",
+            "--context-cap",
+            "512",
+            "--context-cap is only for --method long-context",
+        ),
+        ("long-context", "--k", "5", "--k is only for --method rag"),
+        (
+            "lora",
+            "--retriever",
+            "dense",
+            "--retriever is only for --method rag",
+        ),
+        (
+            "rag",
+            "--encoder",
+            "minilm",
+            "--encoder is only for --retriever dense",
+        ),
+        (
+            "rag",
+            "--adapter",
+            "a",
+            "--adapter is only for --method lora",
+        ),
+    ] {
+        refused_before_reading(
+            &[
+                "answer",
+                "--facts",
+                "no-such-facts.jsonl",
+                "--out",
+                "a.jsonl",
+                "--method",
+                method,
+                flag,
+                value,
+            ],
+            said,
+        );
+    }
+}
+
+/// `merge --gguf` writes one file: a shard size is refused with it, not ignored.
+#[test]
+fn merge_refuses_a_shard_size_for_a_gguf_file() {
+    let (ok, _, stderr) = run(engram().args([
+        "merge",
+        "--model",
+        "m.gguf",
+        "--adapter",
+        "a",
+        "--out",
+        "o.gguf",
+        "--gguf",
+        "F16",
+        "--shard-bytes",
+        "1000",
+    ]));
+    assert!(
+        !ok && stderr.contains("--shard-bytes") && stderr.contains("--gguf"),
+        "{stderr}"
+    );
 }

@@ -183,8 +183,13 @@ fn tokens(text: &str) -> f64 {
     (text.chars().count() as f64 / 4.0).max(1.0)
 }
 
+/// Bytes per weight of `dtype` as the loader reads it (`F32`, `fp32`, `float32` alike; 2
+/// for a half type, and for a name it refuses, which loading will name).
 fn dtype_bytes(dtype: &str) -> f64 {
-    if dtype == "f32" { 4.0 } else { 2.0 }
+    match engram_model::WeightDType::parse(dtype) {
+        Some(engram_model::WeightDType::F32) => 4.0,
+        _ => 2.0,
+    }
 }
 
 /// Estimates `cell` of `exp` on architecture `cfg` with `facts` (the cell's sample), at
@@ -327,6 +332,23 @@ mod tests {
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         LlamaConfig::from_hf_json(&v, &path).unwrap()
+    }
+
+    /// The weights count at the width the loader reads them: `fp32` is `f32` (it was counted
+    /// as two bytes, half the real footprint, so the memory check passed a run that then ran
+    /// out of memory).
+    #[test]
+    fn every_spelling_of_a_dtype_weighs_the_same() {
+        for (a, b) in [
+            ("fp32", "f32"),
+            ("F32", "f32"),
+            ("float32", "f32"),
+            ("bfloat16", "bf16"),
+        ] {
+            assert_eq!(dtype_bytes(a), dtype_bytes(b), "{a}");
+        }
+        assert_eq!(dtype_bytes("fp32"), 4.0);
+        assert_eq!(dtype_bytes("fp16"), 2.0);
     }
 
     #[test]

@@ -373,6 +373,13 @@ impl Experiment {
                 "methods.replicates = 0: a cell needs at least one run (1 is the default)".into(),
             ));
         }
+        if self.export.gguf_dtype.is_some() && !self.export.gguf {
+            return Err(self.bad(
+                "export.gguf_dtype is for export.gguf = true (no GGUF adapter is written \
+                 without it)"
+                    .into(),
+            ));
+        }
         if let Some(d) = &self.export.gguf_dtype
             && !["f16", "f32"].contains(&d.as_str())
         {
@@ -389,6 +396,20 @@ impl Experiment {
         }
         if m.lora_ranks.contains(&0) {
             return Err(self.bad("methods.lora_ranks: a rank must be ≥ 1".into()));
+        }
+        // The training settings each rank's cells will run with, checked now rather than after
+        // a cell has loaded its model (and, on Slurm, waited in the queue).
+        for &rank in &m.lora_ranks {
+            let (lora, train) = (
+                self.training.lora_config(rank),
+                self.training.train_config(rank),
+            );
+            engram_lora::check_settings(&lora, &train).map_err(|e| {
+                self.bad(format!(
+                    "the training settings (the training preset with [override.training]) at \
+                     rank {rank}: {e}"
+                ))
+            })?;
         }
         if !["bm25", "dense"].contains(&m.retriever.as_str()) {
             return Err(self.bad(format!(

@@ -137,6 +137,47 @@ fn unknown_keys_are_named_with_their_file() {
     );
     let e = t.experiment("").unwrap_err().to_string();
     assert!(e.contains("j.toml") && e.contains("threshhold"), "{e}");
+    // The preset without settings refuses them too.
+    t.write(
+        "configs/judges/j.toml",
+        "kind = \"exact-match\"\nthreshold = 0.8\n",
+    );
+    let e = t.experiment("").unwrap_err().to_string();
+    assert!(e.contains("j.toml") && e.contains("threshold"), "{e}");
+}
+
+/// Training settings that no cell could train with are named when the experiment loads, not
+/// after a cell has loaded its model.
+#[test]
+fn impossible_training_settings_are_named_at_load() {
+    let t = Tree::new();
+    for (extra, said) in [
+        ("lr = 0", "lr = 0: must be a positive number"),
+        ("weight_decay = -0.1", "weight_decay = -0.1"),
+        ("pack_length = 128", "pack_length applies to layout"),
+        ("dropout = 1.0", "dropout"),
+        ("graph = true\ngrad_accum = 65", "grad_accum = 65"),
+    ] {
+        let e = t
+            .experiment(&format!("[override.training]\n{extra}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("x.toml") && e.contains("rank 4") && e.contains(said),
+            "{extra}: {e}"
+        );
+    }
+    // A setting of an export that is not asked for.
+    let e = t
+        .experiment("[export]\ngguf_dtype = \"f32\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("export.gguf_dtype is for export.gguf = true"),
+        "{e}"
+    );
+    t.experiment("[export]\ngguf = true\ngguf_dtype = \"f32\"")
+        .unwrap();
 }
 
 #[test]

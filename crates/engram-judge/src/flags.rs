@@ -79,7 +79,7 @@ impl JudgeFlags {
     /// The judge these flags describe; an LLM judge keeps its cache at `cache`.
     pub fn preset(&self, cache: &Path) -> JudgePreset {
         match self.judge {
-            JudgeKind::ExactMatch => JudgePreset::ExactMatch,
+            JudgeKind::ExactMatch => JudgePreset::ExactMatch {},
             JudgeKind::TokenF1 => JudgePreset::TokenF1 {
                 threshold: self.f1_threshold,
             },

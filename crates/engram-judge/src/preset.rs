@@ -30,8 +30,10 @@ fn concurrency() -> usize {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum JudgePreset {
-    /// Offline: normalized exact match.
-    ExactMatch,
+    /// Offline: normalized exact match. (A struct variant with no fields, not a unit one:
+    /// serde reads a unit variant of an internally tagged enum by skipping every other key,
+    /// so `deny_unknown_fields` would not reach it and a stray `threshold` would pass.)
+    ExactMatch {},
     /// Offline: token F1 against the gold answer at or above `threshold`.
     TokenF1 {
         /// Smallest F1 that counts as correct.
@@ -74,7 +76,7 @@ impl JudgePreset {
     /// it: `exact-match`, `token-f1`, `gold-recall`.
     pub fn offline_defaults() -> [(&'static str, JudgePreset); 3] {
         [
-            ("exact-match", JudgePreset::ExactMatch),
+            ("exact-match", JudgePreset::ExactMatch {}),
             (
                 "token-f1",
                 JudgePreset::TokenF1 {
@@ -103,7 +105,7 @@ impl JudgePreset {
     /// ending in `.jsonl` is one file, any other a directory shared by many writers.
     pub fn build(&self, base: &Path, default_cache: &Path) -> Result<Box<dyn Judge>> {
         Ok(match self {
-            JudgePreset::ExactMatch => Box::new(ExactMatchJudge),
+            JudgePreset::ExactMatch {} => Box::new(ExactMatchJudge),
             JudgePreset::TokenF1 { threshold } => Box::new(TokenF1Judge {
                 threshold: *threshold,
             }),
@@ -189,6 +191,26 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("absent.txt"), "{e}");
+    }
+
+    /// Every kind refuses keys it does not have, the one without settings too.
+    #[test]
+    fn unknown_keys_are_refused_for_every_kind() {
+        let exact: JudgePreset = toml_like(r#"{"kind": "exact-match"}"#);
+        assert_eq!(exact, JudgePreset::ExactMatch {});
+        assert_eq!(
+            serde_json::to_value(&exact).unwrap(),
+            serde_json::json!({"kind": "exact-match"}),
+            "the configuration hash of exact-match cells is unchanged"
+        );
+        for json in [
+            r#"{"kind": "exact-match", "threshold": 0.8}"#,
+            r#"{"kind": "token-f1", "cahce": "x"}"#,
+            r#"{"kind": "gold-recall", "threshold": 1.0, "model": "m"}"#,
+        ] {
+            let e = serde_json::from_str::<JudgePreset>(json).unwrap_err();
+            assert!(e.to_string().contains("unknown field"), "{json}: {e}");
+        }
     }
 
     fn toml_like(json: &str) -> JudgePreset {

@@ -36,6 +36,10 @@ use crate::step::{Unobserved, inputs_gradients};
 /// Dropout keys per step: micro-batch `i` of step `t` draws the stream `t · KEYS_PER_STEP + i`.
 const KEYS_PER_STEP: f64 = 64.0;
 
+/// The most micro-batches (`grad_accum`) a step of [`CapturedStep`] takes: one dropout key
+/// each.
+pub(crate) const MAX_MICRO_BATCHES: usize = KEYS_PER_STEP as usize;
+
 /// Steps taken when [`CapturedStep::new`] returns: Burn's `capture` runs the step three times to
 /// warm up (so that every buffer the recording reuses exists) and then records it without
 /// executing it (as a CUDA stream capture records); an eager step takes as many, so that both

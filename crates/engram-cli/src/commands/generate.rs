@@ -27,12 +27,12 @@ pub struct GenerateArgs {
     /// Sample with this temperature instead of greedy decoding.
     #[arg(long)]
     pub temperature: Option<f32>,
-    /// Nucleus mass when sampling.
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f32,
-    /// Sampling seed.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Nucleus mass when sampling (with --temperature; default 1.0, the whole distribution).
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Sampling seed (with --temperature; default 0).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// How the CPU multiplies by a GGUF's quantized blocks: exact, or q8 (llama.cpp's integer
     /// dot products: faster decode at batch ≤ 4, an approximation).
     #[arg(long, value_enum, default_value = "exact")]
@@ -42,6 +42,28 @@ pub struct GenerateArgs {
 pub fn run(args: GenerateArgs) -> Result<()> {
     if let Some(i) = args.prompt.iter().position(|p| p.trim().is_empty()) {
         bail!("empty prompt (#{}): give some text to --prompt", i + 1);
+    }
+    // Flags that would be ignored are refused, before the model loads.
+    if args.system.is_some() && !args.chat {
+        bail!(
+            "--system is a chat turn: pass --chat too (the prompt is sent as raw text without it)"
+        );
+    }
+    if !args.temperature.is_some_and(|t| t > 0.0) {
+        for (flag, given) in [
+            ("--top-p", args.top_p.is_some()),
+            ("--seed", args.seed.is_some()),
+        ] {
+            if given {
+                bail!(
+                    "{flag} applies to sampling: pass a --temperature above 0 too (decoding is \
+                     greedy without one)"
+                );
+            }
+        }
+    }
+    if let Some(p) = args.top_p.filter(|p| !(*p > 0.0 && *p <= 1.0)) {
+        bail!("--top-p {p}: the nucleus mass must be in (0, 1]");
     }
     let loaded = args.model.load()?;
     let tok = &loaded.tokenizer;
@@ -62,8 +84,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let sampling = match args.temperature {
         Some(t) if t > 0.0 => Sampling::TopP {
             temperature: t,
-            top_p: args.top_p,
-            seed: args.seed,
+            top_p: args.top_p.unwrap_or(1.0),
+            seed: args.seed.unwrap_or(0),
         },
         _ => Sampling::Greedy,
     };

@@ -22,8 +22,8 @@ pub struct MergeArgs {
     /// Output directory (must not exist or be empty).
     #[arg(long)]
     pub out: PathBuf,
-    /// Largest shard in bytes.
-    #[arg(long, default_value_t = DEFAULT_SHARD_BYTES)]
+    /// Largest shard in bytes (an HF directory's; a --gguf output is one file).
+    #[arg(long, default_value_t = DEFAULT_SHARD_BYTES, conflicts_with = "gguf")]
     pub shard_bytes: usize,
     /// Backend that computes the low-rank products.
     #[arg(long, default_value = "cpu")]
