@@ -42,9 +42,9 @@ pub enum LongContext {
         /// Seconds of the whole run.
         seconds: f64,
     },
-    /// The facts do not fit: the longest prompt and the window it exceeds.
+    /// The facts do not fit: the longest prompt with its answer, and the window it exceeds.
     NotApplicable {
-        /// Tokens of the longest prompt (+ one answer token).
+        /// Tokens of the longest prompt plus the answer's budget (`max_new_tokens`).
         needed: usize,
         /// The window.
         window: usize,
@@ -100,7 +100,9 @@ pub fn long_context_answers(
     let model = &*model.for_inference();
     let t0 = Instant::now();
     let prompts = long_context_prompts(tokenizer, facts, questions)?;
-    let needed = prompts.iter().map(Vec::len).max().unwrap_or(0) + 1;
+    // The longest prompt and its answer's whole budget: an answer cut to the few tokens left
+    // in the window would be judged wrong where the method does not apply.
+    let needed = prompts.iter().map(Vec::len).max().unwrap_or(0) + cfg.answer.max_new_tokens.max(1);
     let window = window(model, cfg);
     if needed > window {
         return Ok(LongContext::NotApplicable { needed, window });

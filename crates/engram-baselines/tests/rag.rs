@@ -89,6 +89,17 @@ fn rag_answers_every_question_and_measures_retrieval() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("empty"), "{e}");
+    // Prompts whose answers could run past the window: named with k, before any answer.
+    let mut long = cfg.clone();
+    long.k = 30;
+    long.answer.max_new_tokens = model.config.max_position_embeddings;
+    let e = rag_answers(&model, &tok, &facts, &questions, &gold, &long, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("RAG with k = 30") && e.contains("window of 2048") && e.contains("rag_k"),
+        "{e}"
+    );
 
     // The dense retriever (tiny BERT) drives the same pipeline.
     let enc =

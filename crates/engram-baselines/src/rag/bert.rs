@@ -1,8 +1,9 @@
 //! A BERT sentence encoder in Burn, as sentence-transformers runs all-MiniLM-L6-v2: `BertModel`
 //! (post-norm blocks, exact-erf GELU, LayerNorm eps from the config), mean pooling over the
 //! attention mask, L2 normalization. Reads an HF directory (`config.json`, `model.safetensors`,
-//! `tokenizer.json`; the tokenizer's built-in padding/truncation are turned off, inputs longer
-//! than `max_position_embeddings` are truncated).
+//! `tokenizer.json`, and `sentence_bert_config.json` where there is one; the tokenizer's
+//! built-in padding/truncation are turned off, and inputs longer than its `max_seq_length` — else
+//! `max_position_embeddings` — are cut as sentence-transformers cuts them, keeping `[SEP]`).
 
 use std::path::{Path, PathBuf};
 
@@ -125,11 +126,36 @@ impl BertEncoder {
                 BaselineError::Bad(format!("{}/config.json: key `{k}` missing", dir.display()))
             })
         };
-        let (layers, heads, max_len) = (
+        let (layers, heads, positions) = (
             key("num_hidden_layers")?,
             key("num_attention_heads")?,
             key("max_position_embeddings")?,
         );
+        // sentence-transformers' own limit (`max_seq_length`, 256 for all-MiniLM-L6-v2), where
+        // the directory has its config: texts are cut there, not at the position table's end.
+        let st_path = dir.join("sentence_bert_config.json");
+        let max_len = match std::fs::read(&st_path) {
+            Ok(bytes) => {
+                let st: Value = serde_json::from_slice(&bytes)
+                    .map_err(|e| BaselineError::Bad(format!("{}: {e}", st_path.display())))?;
+                match st.get("max_seq_length") {
+                    None | Some(Value::Null) => positions,
+                    Some(v) => v.as_u64().filter(|&n| n >= 2).map_or_else(
+                        || {
+                            Err(BaselineError::Bad(format!(
+                                "{}: max_seq_length = {v}: expected a token count ≥ 2",
+                                st_path.display()
+                            )))
+                        },
+                        |n| Ok((n as usize).min(positions)),
+                    )?,
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => positions,
+            Err(e) => {
+                return Err(BaselineError::Bad(format!("{}: {e}", st_path.display())));
+            }
+        };
         let eps = cfg["layer_norm_eps"].as_f64().unwrap_or(1e-12);
         let w = Weights {
             st: SafetensorsCheckpoint::open_dir(dir)?,
@@ -168,14 +194,20 @@ impl BertEncoder {
         })
     }
 
-    /// Token ids of a text (`[CLS] … [SEP]`), truncated to the position limit.
+    /// Token ids of a text (`[CLS] … [SEP]`), cut as sentence-transformers cuts it: to
+    /// `max_seq_length` tokens (else the position limit), the text's end dropped and the
+    /// closing `[SEP]` kept.
     pub fn tokenize(&self, text: &str) -> Result<Vec<u32>> {
         let enc = self
             .tokenizer
             .encode(text, true)
             .map_err(|e| BaselineError::Bad(format!("tokenizing: {e}")))?;
         let mut ids = enc.get_ids().to_vec();
-        ids.truncate(self.max_len);
+        if ids.len() > self.max_len {
+            let sep = *ids.last().expect("longer than the limit");
+            ids.truncate(self.max_len.saturating_sub(1));
+            ids.push(sep);
+        }
         Ok(ids)
     }
 
