@@ -87,6 +87,14 @@ fn config_json(c: &LoraConfig, base_model: Option<&str>) -> Value {
     } else {
         json!(c.alpha)
     };
+    // A hub model named at a revision (`owner/name@rev`, as `--model` takes it): PEFT keeps the
+    // two apart, and a repo id with `@` in it is not one the hub knows.
+    let (base_model, revision) = match base_model.and_then(|b| b.split_once('@')) {
+        Some((id, rev)) if engram_checkpoint::hub::looks_like_repo_id(id) && !rev.is_empty() => {
+            (Some(id), Some(rev))
+        }
+        _ => (base_model, None),
+    };
     json!({
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
@@ -106,7 +114,7 @@ fn config_json(c: &LoraConfig, base_model: Option<&str>) -> Value {
         "alpha_pattern": {},
         "modules_to_save": null,
         "inference_mode": true,
-        "revision": null,
+        "revision": revision,
     })
 }
 
@@ -381,9 +389,17 @@ fn parse_config(path: &Path, cfg: &Value) -> Result<(LoraConfig, Option<String>)
         ),
         Some(other) => return Err(bad(format!("`layers_to_transform` {other} is not a list"))),
     };
+    // Read back as `--model` names it: a revision PEFT keeps apart joins its repo id
+    // (`owner/name@rev`), so an adapter read and written again keeps it.
+    let revision = config_value(cfg, "revision")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty());
     let base = config_value(cfg, "base_model_name_or_path")
         .and_then(Value::as_str)
-        .map(str::to_string);
+        .map(|b| match revision {
+            Some(r) if !b.contains('@') => format!("{b}@{r}"),
+            _ => b.to_string(),
+        });
     let config = LoraConfig::new(rank)
         .with_alpha(alpha)
         .with_dropout(dropout)
@@ -564,6 +580,30 @@ mod tests {
             parse_key(&key(3, LoraTarget::K, "A")),
             Some((3, LoraTarget::K, 'A'))
         );
+    }
+
+    /// A hub model at a revision is written as PEFT writes it: the repo id, and the revision
+    /// apart (`owner/name@rev` is no repo id, and PEFT would load the default branch).
+    #[test]
+    fn a_revision_of_the_base_model_is_its_own_key() {
+        let c = LoraConfig::new(8);
+        let v = config_json(&c, Some("meta-llama/Llama-3.1-8B-Instruct@0e9e39f"));
+        assert_eq!(
+            v["base_model_name_or_path"],
+            "meta-llama/Llama-3.1-8B-Instruct"
+        );
+        assert_eq!(v["revision"], "0e9e39f");
+        let (_, base) = parse_config(Path::new("adapter_config.json"), &v).unwrap();
+        assert_eq!(
+            base.as_deref(),
+            Some("meta-llama/Llama-3.1-8B-Instruct@0e9e39f"),
+            "read back as written"
+        );
+        for plain in ["meta-llama/Llama-3.1-8B-Instruct", "/models/llama"] {
+            let v = config_json(&c, Some(plain));
+            assert_eq!(v["base_model_name_or_path"], plain);
+            assert!(v["revision"].is_null());
+        }
     }
 
     #[test]
