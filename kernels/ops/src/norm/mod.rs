@@ -183,8 +183,17 @@ mod tests {
         };
         let (y, gx, gw) = run(false);
         let (y_ref, gx_ref, gw_ref) = run(true);
-        // The forward is the composed ops, in their order: the same bits.
-        assert_eq!(y, y_ref, "{dtype:?} forward");
+        // The forward is the composed ops, in their order: the same bits on the CPU. A GPU
+        // backend autotunes its reductions per fused trace, and the op's mean and the composed
+        // one are two traces: where their recorded choices differ (the persistent autotune cache
+        // holds choices other processes made, under other loads) the sums run in another order,
+        // a float rounding apart (1 ulp, seen on llvmpipe with a shared cache).
+        if crate::device::is_cpu(device) {
+            assert_eq!(y, y_ref, "{dtype:?} forward");
+        } else {
+            let d = max_rel_diff(&y, &y_ref);
+            assert!(d <= 1e-6, "{dtype:?} forward {d}");
+        }
         let (dx, dw) = (max_rel_diff(&gx, &gx_ref), max_rel_diff(&gw, &gw_ref));
         assert!(
             dx <= tol && dw <= tol,
