@@ -153,6 +153,14 @@ impl QaSpec<'_> {
     }
 }
 
+/// Removes `path` where it exists, naming it where it cannot be removed.
+fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(QaError::file(path)(e)),
+        _ => Ok(()),
+    }
+}
+
 fn append_sent(path: &Path, sent: &[Sent]) -> Result<()> {
     if sent.is_empty() {
         return Ok(());
@@ -250,19 +258,9 @@ pub fn generate_facts(spec: &QaSpec, stop: &Stop, progress: &dyn Progress) -> Re
     // a fact file must never stand beside another run's manifest (it would read as that run's
     // facts), so an earlier one is replaced, or removed where this run made none.
     let manifest_path = dir.join("manifest.json");
-    match std::fs::remove_file(&manifest_path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(QaError::file(&manifest_path)(e));
-        }
-        _ => {}
-    }
+    remove_if_present(&manifest_path)?;
     if produced.error.is_some() || kept.is_empty() {
-        match std::fs::remove_file(spec.out) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(QaError::file(spec.out)(e));
-            }
-            _ => {}
-        }
+        remove_if_present(spec.out)?;
     } else {
         let facts = kept.iter().map(|r| Fact {
             id: r.id.clone(),
